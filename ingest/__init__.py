@@ -1,0 +1,1 @@
+"""Read data roots (DATA.md) into the warehouse schema."""

@@ -1,0 +1,1 @@
+"""Report metrics as SQL views, one per file. Applied by `warehouse init`/`upgrade`."""

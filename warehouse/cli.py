@@ -1,0 +1,145 @@
+"""`warehouse` command line: thin click commands over the functions of :mod:`warehouse`.
+
+No logic lives in the callbacks, and nothing heavy is imported at module level so that
+`warehouse --help` stays instant (no duckdb, pandas or torch until a command runs).
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
+
+
+class ErrorBoundaryGroup(click.Group):
+    """The one error boundary: known errors print `Error: ...` and exit non-zero.
+
+    `--debug` (stored on the context object) shows the traceback instead.
+    """
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.secho("Interrupted.", fg="red", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - this is the boundary
+            from warehouse.errors import WarehouseError, translate
+
+            err = exc if isinstance(exc, WarehouseError) else translate(exc)
+            if (ctx.obj or {}).get("debug") or err is None:
+                traceback.print_exc()
+                sys.exit(1)
+            click.secho(f"Error: {err}", fg="red", err=True)
+            sys.exit(err.exit_code)
+
+
+pass_db = click.make_pass_decorator(dict)
+
+
+@click.group(cls=ErrorBoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    envvar=DB_ENV_VAR,
+    default=DEFAULT_DB_FILE,
+    show_default=True,
+    metavar="URL|PATH",
+    help=f"Warehouse file or SQLAlchemy URL (duckdb:///path). Also read from ${DB_ENV_VAR}.",
+)
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.pass_context
+def main(ctx: click.Context, db: str, debug: bool) -> None:
+    """The rollout warehouse: tree-search GRPO rollouts as one versioned DuckDB database.
+
+    Start with `warehouse init`, load a data root with `warehouse ingest ROOT`, then query
+    with `warehouse sql` or any SQL/BI tool.
+    """
+    from warehouse.config import resolve_db_url
+
+    ctx.ensure_object(dict)
+    ctx.obj["db_url"] = resolve_db_url(db)
+    ctx.obj["debug"] = debug
+
+
+@main.command()
+@click.pass_obj
+def init(obj: dict) -> None:
+    """Create the warehouse, or upgrade it to the newest schema; (re)apply views and arms."""
+    from warehouse.migrate import init_db
+
+    rev = init_db(obj["db_url"])
+    click.echo(f"Warehouse ready at schema {rev}: {obj['db_url']}")
+
+
+@main.command()
+@click.argument("revision", default="head")
+@click.pass_obj
+def upgrade(obj: dict, revision: str) -> None:
+    """Upgrade the schema to REVISION (default: head), then reapply views and arms."""
+    from warehouse.migrate import upgrade as do_upgrade
+
+    rev = do_upgrade(obj["db_url"], revision)
+    click.echo(f"Schema at {rev}.")
+
+
+@main.command()
+@click.argument("revision")
+@click.pass_obj
+def downgrade(obj: dict, revision: str) -> None:
+    """Downgrade the schema to REVISION (e.g. `-1`, a revision id, or `base`)."""
+    from warehouse.migrate import downgrade as do_downgrade
+
+    rev = do_downgrade(obj["db_url"], revision)
+    click.echo(f"Schema at {rev or 'base (empty)'}.")
+
+
+@main.command()
+@click.pass_obj
+def version(obj: dict) -> None:
+    """Print the package version, the database's schema revision and the newest one."""
+    from warehouse.migrate import schema_status
+
+    status = schema_status(obj["db_url"])
+    for key, value in status.items():
+        click.echo(f"{key}: {value}")
+
+
+@main.command()
+@click.argument("query")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format.")
+@click.pass_obj
+def sql(obj: dict, query: str, fmt: str) -> None:
+    """Run one SQL QUERY against the warehouse (read-only) and print the result."""
+    from warehouse.query import run_query, render
+
+    result = run_query(obj["db_url"], query)
+    click.echo(render(result, fmt), nl=False)
+
+
+@main.command()
+@click.pass_obj
+def tables(obj: dict) -> None:
+    """List tables and views with their row counts."""
+    from warehouse.query import list_tables, render
+
+    click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
+
+
+def _register_subcommands() -> None:
+    """Commands owned by other areas register here (ingest, metrics, check, ...)."""
+    import importlib
+
+    for module_name, attr in _PLUGINS:
+        module = importlib.import_module(module_name)
+        main.add_command(getattr(module, attr))
+
+
+# (module, click command) pairs; each module must import light.
+_PLUGINS: list[tuple[str, str]] = []
+
+_register_subcommands()

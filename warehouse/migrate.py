@@ -1,0 +1,205 @@
+"""Schema versioning: Alembic migrations plus the catalog (views, arms) reapplied after them.
+
+`init`/`upgrade` bring a database to a revision; at head they also (re)apply every view in
+`sql/` and upsert the arm registry, so a changed view or arm ships with the package version.
+"""
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from alembic.ddl.impl import DefaultImpl
+
+from warehouse.errors import SchemaVersionError, TerminalError
+
+
+class DuckDBImpl(DefaultImpl):
+    """Alembic's dialect hook for DuckDB (as duckdb_engine's documentation recommends)."""
+
+    __dialect__ = "duckdb"
+    transactional_ddl = True
+
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def _config(connection):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+
+
+def current_revision(connection) -> str | None:
+    from alembic.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _known_revision(revision: str) -> None:
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
+    if revision in ("head", "base") or revision.startswith(("-", "+")):
+        return
+    try:
+        ScriptDirectory(str(MIGRATIONS_DIR)).get_revision(revision)
+    except CommandError as exc:
+        raise TerminalError(f"unknown schema revision {revision!r} ({exc})") from None
+
+
+def upgrade(url: str, revision: str = "head") -> str | None:
+    """Upgrade to `revision`; at head, reapply views and arms. Returns the new revision."""
+    from alembic import command
+
+    from warehouse.db import engine
+
+    _known_revision(revision)
+    eng = engine(url)
+    try:
+        with eng.connect() as conn:
+            drop_views(conn)
+            command.upgrade(_config(conn), revision)
+            conn.commit()
+            rev = current_revision(conn)
+            if rev == head_revision():
+                apply_catalog(conn)
+                conn.commit()
+    finally:
+        eng.dispose()
+    return rev
+
+
+init_db = upgrade
+
+
+def downgrade(url: str, revision: str) -> str | None:
+    """Downgrade to `revision` (`-1`, an id, or `base`). Views are dropped first."""
+    from alembic import command
+
+    from warehouse.db import engine
+
+    _known_revision(revision)
+    eng = engine(url)
+    try:
+        with eng.connect() as conn:
+            drop_views(conn)
+            command.downgrade(_config(conn), revision)
+            conn.commit()
+            rev = current_revision(conn)
+            if rev == head_revision():
+                apply_catalog(conn)
+                conn.commit()
+    finally:
+        eng.dispose()
+    return rev
+
+
+def schema_status(url: str) -> dict:
+    """Package version, database revision and head revision."""
+    from warehouse import __version__
+    from warehouse.db import engine
+
+    rev = None
+    if _exists(url):
+        eng = engine(url, read_only=True)
+        try:
+            with eng.connect() as conn:
+                rev = current_revision(conn)
+        finally:
+            eng.dispose()
+    return {"package": __version__, "database": rev or "none (run 'warehouse init')",
+            "head": head_revision(), "url": url}
+
+
+def _exists(url: str) -> bool:
+    from warehouse.config import db_path_from_url
+
+    path = db_path_from_url(url)
+    return path != ":memory:" and os.path.exists(path)
+
+
+def require_head(con, url: str) -> None:
+    """Raise a clear error unless the (raw DuckDB) connection's schema is at head."""
+    from warehouse.config import db_path_from_url
+
+    name = Path(db_path_from_url(url)).name
+    head = head_revision()
+    has_table = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'alembic_version'"
+    ).fetchone()[0]
+    rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
+    if rev is None:
+        raise SchemaVersionError(f"{name} has no warehouse schema yet. Run 'warehouse init'.")
+    if rev[0] != head:
+        raise SchemaVersionError(
+            f"{name} is at schema {rev[0]}, this version needs {head}. Run 'warehouse upgrade'."
+        )
+
+
+# --- the catalog: views and arms -----------------------------------------------------------
+
+def view_files() -> list[tuple[str, str]]:
+    """(view name, SQL text) for every `sql/*.sql`, sorted by name."""
+    root = resources.files("sql")
+    files = sorted(p for p in root.iterdir() if p.name.endswith(".sql"))
+    return [(p.name[: -len(".sql")], p.read_text(encoding="utf-8")) for p in files]
+
+
+def drop_views(conn) -> None:
+    for name, _ in view_files():
+        conn.exec_driver_sql(f'DROP VIEW IF EXISTS "{name}"')
+
+
+def apply_views(conn) -> list[str]:
+    """Create or replace every view, in dependency order (retry until no progress)."""
+    pending = view_files()
+    applied: list[str] = []
+    while pending:
+        failed = []
+        for name, text in pending:
+            try:
+                conn.exec_driver_sql(text)
+                applied.append(name)
+            except Exception as exc:  # noqa: BLE001 - a view may depend on a later one
+                failed.append((name, text, exc))
+        if len(failed) == len(pending):
+            name, _, exc = failed[0]
+            raise TerminalError(f"view {name!r} in sql/{name}.sql does not apply: {exc}")
+        pending = [(name, text) for name, text, _ in failed]
+    return applied
+
+
+def apply_arms(conn) -> None:
+    """Upsert the arm registry and the questions it names."""
+    import json
+
+    from warehouse.arms import ARMS, QUESTIONS
+
+    for q in QUESTIONS:
+        conn.exec_driver_sql("DELETE FROM questions WHERE question_id = ?", (q["question_id"],))
+        conn.exec_driver_sql(
+            "INSERT INTO questions VALUES (?, ?, ?, ?)",
+            (q["question_id"], q["title"], q["data_root"], q["notes"]),
+        )
+    for arm in ARMS:
+        row = arm.row()
+        row["tasks"] = json.dumps(row["tasks"])
+        cols = ", ".join(f'"{c}"' for c in row)
+        marks = ", ".join("?" for _ in row)
+        conn.exec_driver_sql('DELETE FROM arms WHERE name = ?', (arm.name,))
+        conn.exec_driver_sql(f"INSERT INTO arms ({cols}) VALUES ({marks})", tuple(row.values()))
+
+
+def apply_catalog(conn) -> None:
+    apply_arms(conn)
+    apply_views(conn)

@@ -1,0 +1,315 @@
+"""The relational schema, as SQLAlchemy Core tables.
+
+This module is the single description of the warehouse's tables. Production databases are
+created only by the Alembic migrations in `migrations/`; `tests/warehouse/test_migrations.py`
+proves that upgrading an empty database to head yields exactly these tables.
+
+Design notes
+------------
+* Every row that came from a file carries `source_id` (-> `sources`) and, for line-based
+  files, `line_no`: every row can be traced to its file and line. Rows written by the
+  trainer get a `sources` row too (kind `train_round`), so lineage works the same way.
+* Row identity is `(source_id, line_no)`, not the record's own id: a data root can hold
+  duplicate node ids or repeated timing steps, and the warehouse must keep them so the
+  invariant checks can report them (METRICS.md: ingest never drops a row silently).
+* The heavy per-node payloads (prompt, completion, thinking, code, token ids, logprobs) live
+  in `node_payloads`, joined by `(source_id, line_no)`, so analytic scans of `nodes` stay
+  fast. The lengths the metrics need (`n_response_tokens`, `code_chars`, ...) are kept on
+  `nodes` so no metric has to touch the payloads.
+* No foreign-key constraints: DuckDB checks them eagerly on delete-and-reinsert, which is
+  how a changed file replaces its rows. The relationships are enforced by the data-quality
+  gate instead (invariant 8 and friends).
+* Dict-valued record fields with a fixed documented shape (`resources`, `exec_timings`) are
+  flattened into typed columns. Anything that does not fit its typed column, and every
+  unknown key, is kept verbatim in the `extra` JSON column: nothing is lost.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+Text = sa.String  # DuckDB VARCHAR has no length limit
+Double = sa.Double
+BigInt = sa.BigInteger
+
+
+def _pk_int(name: str) -> sa.Column:
+    # autoincrement=False: DuckDB has no SERIAL; ids are assigned by the writers.
+    return sa.Column(name, sa.Integer, primary_key=True, autoincrement=False)
+
+
+questions = sa.Table(
+    "questions",
+    metadata,
+    sa.Column("question_id", Text, primary_key=True, comment="e.g. 09-multitask-humanrank"),
+    sa.Column("title", Text),
+    sa.Column("data_root", Text, comment="where the published data root lives"),
+    sa.Column("notes", Text),
+)
+
+arms = sa.Table(
+    "arms",
+    metadata,
+    sa.Column("name", Text, primary_key=True),
+    sa.Column("question_id", Text),
+    sa.Column("prompt_cap", sa.Integer, comment="max prompt tokens"),
+    sa.Column("response_cap", sa.Integer, comment="max response tokens (max_new_tokens)"),
+    sa.Column("total_cap", sa.Integer, comment="prompt + response token budget"),
+    sa.Column("lora_rank", sa.Integer),
+    sa.Column("lora_alpha", sa.Integer),
+    sa.Column("learning_rate", Double),
+    sa.Column("gpu_memory_utilization", Double),
+    sa.Column("adv_estimator", Text),
+    sa.Column("model", Text),
+    sa.Column("siblings_per_expansion", sa.Integer),
+    sa.Column("expansions_per_round", sa.Integer),
+    sa.Column("tasks", sa.JSON, comment="list of task slugs"),
+    sa.Column("notes", Text),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True, comment="the run directory's name"),
+    sa.Column("question_id", Text),
+    sa.Column("arm", Text, comment="NULL when the arm is unknown"),
+    sa.Column("kind", Text, nullable=False, comment="training | probe | smoke | stress | unknown"),
+    sa.Column("wandb_run", Text),
+    sa.Column("resumed_from_run", Text),
+    sa.Column("resumed_from_step", sa.Integer),
+    sa.Column("lost", sa.Boolean, nullable=False, comment="run directory is a dangling link"),
+    sa.Column("started_at", sa.DateTime, comment="parsed from the run id when it is a timestamp"),
+    sa.Column("source_path", Text),
+    sa.Column("model", Text),
+    sa.Column("seed", sa.Integer),
+    sa.Column("overrides", sa.JSON, comment="per-run settings that differ from the arm"),
+    sa.Column("notes", Text),
+)
+
+rounds = sa.Table(
+    "rounds",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("round", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("source_path", Text, comment="the round_<N> directory"),
+)
+
+task_rounds = sa.Table(
+    "task_rounds",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("round", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("task", Text, primary_key=True),
+    sa.Column("summary_present", sa.Boolean, nullable=False),
+    sa.Column("node_file_present", sa.Boolean, nullable=False),
+    sa.Column("has_tree", sa.Boolean, nullable=False),
+    sa.Column("has_transcript", sa.Boolean, nullable=False),
+    sa.Column("node_source_id", sa.Integer),
+    sa.Column("summary_source_id", sa.Integer),
+    # The round summary's fields, verbatim (NULL when there is no summary).
+    sa.Column("exp_id", Text),
+    sa.Column("summary_round", sa.Integer),
+    sa.Column("model", Text),
+    sa.Column("exec_backend", Text),
+    sa.Column("adapter_path", Text),
+    sa.Column("nodes", sa.Integer),
+    sa.Column("valid", sa.Integer),
+    sa.Column("buffer_nodes", sa.Integer),
+    sa.Column("expansions", sa.Integer),
+    sa.Column("phase", Text),
+    sa.Column("best_test_metric", Double),
+    sa.Column("best_node_id", Text),
+    sa.Column("honest_test_metric", Double),
+    sa.Column("rollout_file", Text),
+    sa.Column("workspace", Text),
+    sa.Column("gen_llm_seconds", Double),
+    sa.Column("gen_exec_seconds", Double),
+    sa.Column("extra", sa.JSON, comment="summary keys not listed above"),
+)
+
+sibling_groups = sa.Table(
+    "sibling_groups",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("round", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("task", Text, primary_key=True),
+    sa.Column("sibling_group", Text, primary_key=True),
+    sa.Column("expansion_step", sa.Integer, comment="the expansion index within the round"),
+    sa.Column("parent_id", Text, comment="the parent all siblings expanded; NULL for drafts"),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("source_id", sa.Integer),
+)
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", Text, nullable=False),
+    sa.Column("round", sa.Integer, nullable=False, comment="from the round_<N> directory"),
+    sa.Column("task", Text, nullable=False, comment="from the file name"),
+    sa.Column("node_id", Text, nullable=False, comment="the record's `id`"),
+    # Schema A (25 keys); payload keys live in node_payloads.
+    sa.Column("step", sa.Integer, comment="as recorded (0 everywhere in 000)"),
+    sa.Column("record_round", sa.Integer, comment="the record's own `round` field"),
+    sa.Column("exp_id", Text),
+    sa.Column("parent_id", Text),
+    sa.Column("sibling_group", Text),
+    sa.Column("mode", Text),
+    sa.Column("plan", Text),
+    sa.Column("exc_type", Text),
+    sa.Column("exec_time", Double),
+    sa.Column("term_tail", Text),
+    sa.Column("is_buggy", sa.Boolean),
+    sa.Column("status", Text),
+    sa.Column("grade_error", Text),
+    sa.Column("test_metric", Double),
+    sa.Column("oriented", Double),
+    sa.Column("reward", Double),
+    sa.Column("source", Text),
+    sa.Column("n_children", sa.Integer),
+    # Schema B additions.
+    sa.Column("resources_cpu", Double),
+    sa.Column("resources_mem", Double),
+    sa.Column("resources_ephemeral", Double),
+    sa.Column("resources_gpu", Double),
+    sa.Column("decl_malformed", sa.Boolean),
+    sa.Column("decl_miss_reason", Text),
+    sa.Column("decl_deps_ignored", sa.Boolean),
+    sa.Column("where", Text),
+    sa.Column("exec_pending_s", Double, comment="exec_timings.pending"),
+    sa.Column("exec_stage_s", Double, comment="exec_timings.stage"),
+    sa.Column("exec_exec_s", Double, comment="exec_timings.exec"),
+    sa.Column("exec_retrieve_s", Double, comment="exec_timings.retrieve"),
+    sa.Column("gpu_util", Double),
+    # Schema C additions.
+    sa.Column("depth", sa.Integer),
+    sa.Column("returncode", sa.Integer),
+    sa.Column("parent_oriented", Double),
+    sa.Column("parent_P", Double),
+    sa.Column("parent_P_evidence", sa.JSON),
+    sa.Column("improve_delta", Double),
+    sa.Column("group_best", sa.Boolean),
+    sa.Column("medal", Text),
+    sa.Column("attempt", sa.Integer),
+    sa.Column("cpu_util_mean", Double),
+    sa.Column("cpu_util_peak", Double),
+    sa.Column("gpu_util_peak", Double),
+    sa.Column("gpu_mem_used_gi", Double),
+    sa.Column("mem_peak_gi", Double),
+    sa.Column("gpu_name", Text),
+    sa.Column("kube_node", Text),
+    # Derived at load time so metrics never read the payloads.
+    sa.Column("schema_kind", Text, comment="A, B or C by the keys present"),
+    sa.Column("n_response_tokens", sa.Integer, comment="len(response_token_ids)"),
+    sa.Column("n_response_logprobs", sa.Integer, comment="len(response_logprobs)"),
+    sa.Column("code_chars", sa.Integer, comment="len(code); 0 for empty code"),
+    sa.Column("extra", sa.JSON, comment="unknown keys, and values that fit no typed column"),
+    sa.Index("ix_nodes_run_round_task", "run_id", "round", "task"),
+    sa.Index("ix_nodes_node_id", "run_id", "node_id"),
+)
+
+node_payloads = sa.Table(
+    "node_payloads",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("prompt_messages", sa.JSON),
+    sa.Column("raw_completion", Text),
+    sa.Column("thinking", Text),
+    sa.Column("code", Text),
+    sa.Column("response_token_ids", sa.ARRAY(sa.Integer)),
+    sa.Column("response_logprobs", sa.ARRAY(Double)),
+)
+
+steps = sa.Table(
+    "steps",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", Text, nullable=False),
+    sa.Column("step", sa.Integer, nullable=False, comment="step N is the update after round N"),
+    sa.Column("total_s", Double),
+    sa.Column("update_weights_s", Double),
+    sa.Column("gen_s", Double),
+    sa.Column("old_log_prob_s", Double),
+    sa.Column("ref_s", Double),
+    sa.Column("adv_s", Double),
+    sa.Column("update_actor_s", Double),
+    sa.Column("save_checkpoint_s", Double, comment="NULL on steps that did not save"),
+    sa.Column("extra", sa.JSON, comment="unknown phases and keys"),
+    sa.Index("ix_steps_run_step", "run_id", "step"),
+)
+
+step_metrics = sa.Table(
+    "step_metrics",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("loss", Double),
+    sa.Column("pg_loss", Double),
+    sa.Column("kl", Double),
+    sa.Column("clip_frac", Double),
+    sa.Column("grad_norm", Double),
+    sa.Column("entropy", Double),
+    sa.Column("tokens", BigInt),
+    sa.Column("micro_batches", sa.Integer),
+    sa.Column("peak_mem_gib", Double),
+    sa.Column("lr", Double),
+    sa.Column("extra", sa.JSON),
+)
+
+sources = sa.Table(
+    "sources",
+    metadata,
+    _pk_int("source_id"),
+    sa.Column("path", Text, nullable=False, unique=True),
+    sa.Column("kind", Text, nullable=False,
+              comment="nodes | summary | timing | wandb_config | wandb_history | wandb_summary | train_round"),
+    sa.Column("run_id", Text),
+    sa.Column("round", sa.Integer),
+    sa.Column("task", Text),
+    sa.Column("size_bytes", BigInt),
+    sa.Column("mtime_ns", BigInt),
+    sa.Column("content_hash", Text),
+    sa.Column("rows", sa.Integer, comment="rows that landed"),
+    sa.Column("rows_rejected", sa.Integer),
+    sa.Column("ingested_at", sa.DateTime),
+    sa.Column("error", Text, comment="why the whole file failed, if it did"),
+)
+
+ingest_errors = sa.Table(
+    "ingest_errors",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False,
+              comment="1-based line; 0 for an error about the whole file"),
+    sa.Column("path", Text, nullable=False),
+    sa.Column("run_id", Text),
+    sa.Column("reason", Text, nullable=False),
+    sa.Column("created_at", sa.DateTime),
+)
+
+wandb_runs = sa.Table(
+    "wandb_runs",
+    metadata,
+    sa.Column("wandb_run", Text, primary_key=True),
+    sa.Column("config", sa.JSON),
+    sa.Column("summary", sa.JSON),
+    sa.Column("config_source_id", sa.Integer),
+    sa.Column("summary_source_id", sa.Integer),
+)
+
+wandb_history = sa.Table(
+    "wandb_history",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("wandb_run", Text, nullable=False),
+    sa.Column("step", sa.Integer, comment="the row's `_step` or `step`"),
+    sa.Column("row", sa.JSON, nullable=False, comment="the whole history row"),
+)
+
+#: Table names in dependency-free creation order (also the order `tables` lists them).
+TABLE_NAMES = [t.name for t in metadata.sorted_tables]
