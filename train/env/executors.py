@@ -1,0 +1,56 @@
+"""Where nodes run: an ``Executor`` maps sandbox jobs to results, in order.
+
+``LocalExecutor`` (the default) runs siblings in parallel on a thread pool sized to the
+machine; each thread only waits on its node's subprocess. ``RayExecutor`` runs the same jobs
+as Ray tasks across a cluster; it assumes the tasks root is on a filesystem every Ray node
+sees (the job carries paths, not data).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from train.env.sandbox import ExecResult, SandboxJob, run_job
+
+
+class Executor(Protocol):
+    def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
+        """Run every job; results in the jobs' order. Must not raise for a failing node."""
+
+
+class LocalExecutor:
+    """A pool of ``max_workers`` concurrent nodes (default: the machine's CPU count)."""
+
+    def __init__(self, max_workers: int | None = None):
+        self.max_workers = max_workers or os.cpu_count() or 1
+
+    def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
+        if not jobs:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(jobs))) as pool:
+            return list(pool.map(run_job, jobs))
+
+
+class RayExecutor:
+    """Jobs as Ray tasks (one CPU each by default); connects with ``ray.init(address)``."""
+
+    def __init__(self, address: str | None = None, num_cpus_per_node: float = 1, **init_kwargs):
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, **init_kwargs)
+        self._remote = ray.remote(num_cpus=num_cpus_per_node)(_run_on_ray)
+
+    def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
+        import ray
+
+        return ray.get([self._remote.remote(job) for job in jobs])
+
+
+def _run_on_ray(job: SandboxJob) -> ExecResult:
+    import ray
+
+    result = run_job(job)
+    result.where = f"ray:{ray.util.get_node_ip_address()}:{os.getpid()}"
+    return result

@@ -1,0 +1,123 @@
+"""From completions to node records: extract, execute (in parallel), grade, reward.
+
+The record is a plain dict with the schema-C keys of DATA.md that the environment knows;
+the rollout adds id, parent_id, mode, tokens and the rest.
+
+Status choices (the warehouse accepts only the six known statuses):
+- idle kill: ``crashed`` with exc_type ``CpuIdleError`` (reward -0.2). Not ``timeout``: the
+  node did not run out of time, it stopped working, and the reward table tells it apart.
+- the sandbox itself failed: ``crashed`` with exc_type ``InfrastructureError`` (reward -1.0).
+- a wall-clock or CPU-time limit: ``timeout`` with exc_type ``TimeoutError``
+  (RLIMIT_CPU kills with SIGXCPU, which is reported as a timeout too).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from train.env.executors import Executor, LocalExecutor
+from train.env.extract import Extraction, extract
+from train.env.grading import Grade, grade_submission
+from train.env.reward import reward_for
+from train.env.sandbox import ExecResult, Limits, SandboxJob
+from train.env.tasks import Task
+
+
+def evaluate(task: Task, completions: list[str], executor: Executor | None = None,
+             limits: Limits | None = None) -> list[dict]:
+    """One node record per completion (siblings run in parallel on ``executor``)."""
+    extractions = [extract(c) for c in completions]
+    return evaluate_extractions(task, extractions, executor, limits)
+
+
+def evaluate_code(task: Task, code: str, executor: Executor | None = None,
+                  limits: Limits | None = None) -> dict:
+    """The node record of one bare script (no fence needed): what ``train env check`` runs."""
+    from train.env.extract import parse_declaration
+
+    extraction = Extraction(code=code, plan="", has_code=True, **parse_declaration(code))
+    return evaluate_extractions(task, [extraction], executor, limits)[0]
+
+
+def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Executor | None,
+                         limits: Limits | None) -> list[dict]:
+    executor = executor or LocalExecutor()
+    limits = limits or Limits()
+    runnable = [i for i, e in enumerate(extractions) if e.has_code]
+    jobs = [SandboxJob(code=extractions[i].code, public_dir=str(task.public_dir),
+                       hidden_dirs=_hidden_dirs(task), limits=limits) for i in runnable]
+    results = dict(zip(runnable, executor.run(jobs)))
+    return [node_record(task, e, results.get(i)) for i, e in enumerate(extractions)]
+
+
+def _hidden_dirs(task: Task) -> tuple[str, ...]:
+    # The whole tasks root (every task's answers), and the task's own private dir in case the
+    # root cannot be hidden (e.g. it contains the workspace).
+    return tuple(dict.fromkeys([str(task.root.parent), str(task.root), str(task.private_dir)]))
+
+
+def node_record(task: Task, extraction: Extraction, result: ExecResult | None) -> dict:
+    """The record of one node; ``result`` is None when there was no code to run."""
+    status, exc_type, grade = _judge(task, result)
+    return {
+        "code": extraction.code,
+        "plan": extraction.plan,
+        "status": status,
+        "exc_type": exc_type,
+        "is_buggy": status != "ok",
+        "reward": reward_for(status, exc_type, grade.humanrank),
+        "test_metric": grade.test_metric,
+        "oriented": grade.oriented,
+        "source": "grade" if grade.test_metric is not None else None,
+        "grade_error": grade.grade_error,
+        "medal": grade.medal,
+        "humanrank": grade.humanrank,
+        **_exec_fields(result),
+        "resources": extraction.resources,
+        "decl_malformed": extraction.decl_malformed,
+        "decl_miss_reason": extraction.decl_miss_reason,
+        "decl_deps_ignored": extraction.decl_deps_ignored,
+        "attempt": 1,
+    }
+
+
+def _judge(task: Task, result: ExecResult | None) -> tuple[str, str | None, Grade]:
+    """(status, exc_type, grade) from how the node ran and what it submitted."""
+    none = Grade(status="none")
+    if result is None:
+        return "no_code", None, none
+    if result.outcome == "infra":
+        return "crashed", result.exc_type, none
+    if result.outcome == "timeout" or result.exc_type == "SIGXCPU":
+        return "timeout", "TimeoutError", none
+    if result.outcome == "idle":
+        return "crashed", "CpuIdleError", none
+    if result.returncode != 0:
+        return "crashed", result.exc_type, none
+    grade = _grade_bytes(task, result.submission)
+    return grade.status, None, grade
+
+
+def _grade_bytes(task: Task, submission: bytes | None) -> Grade:
+    import tempfile
+
+    if submission is None:
+        return grade_submission(task, None)
+    fd, path = tempfile.mkstemp(suffix=".csv")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(submission)
+        return grade_submission(task, Path(path))
+    finally:
+        os.unlink(path)
+
+
+def _exec_fields(result: ExecResult | None) -> dict:
+    r = result or ExecResult(outcome="none")
+    return {
+        "exec_time": r.exec_time, "exec_timings": r.exec_timings, "term_tail": r.term_tail,
+        "returncode": r.returncode, "where": r.where or None,
+        "cpu_util_mean": r.cpu_util_mean, "cpu_util_peak": r.cpu_util_peak,
+        "mem_peak_gi": r.mem_peak_gi, "gpu_util": None, "gpu_util_peak": None,
+        "gpu_mem_used_gi": None, "gpu_name": None, "kube_node": None,
+    }

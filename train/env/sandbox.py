@@ -1,0 +1,385 @@
+"""Sandboxed execution of one node's code.
+
+Model-written code is untrusted. Each node gets a fresh workspace holding a copy of the
+task's public data (``./input/``) and an empty ``./submission/``, and runs as a subprocess in
+its own session and process group, through ``_launch.py``, with:
+
+- a wall-clock timeout (``timeout``), and RLIMIT_CPU as a backstop;
+- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes);
+- a fresh network namespace (no interfaces but a down loopback: no network at all);
+- a mount namespace with an empty read-only tmpfs over the tasks root and the private
+  answers, and, when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
+  undo the mounts, and every process it leaves behind can be found and killed);
+- a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
+- an idle check: a node whose CPU use stays under ``idle_cpu_pct`` for ``idle_window_s``
+  is killed and reported as ``CpuIdleError``.
+
+Where the kernel or our privileges forbid a namespace or the uid switch, the node still runs,
+with a warning (logged once and listed in ``ExecResult.warnings``) naming what is missing.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LAUNCHER = Path(__file__).resolve().parent / "_launch.py"
+SETUP_FAILED = 97
+UID_BASE = 1_500_000  # far above any real account; one uid per concurrently running node
+_uid_counter = itertools.count()
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one node. Defaults suit real tasks; tests shrink them."""
+
+    timeout_s: float = 600.0
+    cpu_s: float | None = None  # RLIMIT_CPU; default: 2 x timeout_s x cpus
+    cpus: int = 1  # threads offered to BLAS/OpenMP, and the 100% of cpu_util
+    mem_gi: float = 8.0  # RLIMIT_AS
+    fsize_mb: int = 1024  # RLIMIT_FSIZE: largest file a node may write
+    nproc: int = 128  # RLIMIT_NPROC (only per node when a uid of its own is used)
+    idle_window_s: float = 120.0
+    idle_cpu_pct: float = 2.0  # percent of one core
+    sample_s: float = 0.2
+    term_tail_chars: int = 4000
+    max_submission_mb: int = 64
+    python: str = sys.executable
+    workspace_root: str | None = None  # default: the system temp dir
+    isolate: bool = True  # namespaces and uid switch when the machine allows them
+
+
+@dataclass(frozen=True)
+class SandboxJob:
+    """Everything a worker needs to run one node (picklable, for Ray)."""
+
+    code: str
+    public_dir: str
+    hidden_dirs: tuple[str, ...]
+    limits: Limits
+    submitted_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class ExecResult:
+    """What came back from running one node; grading happens in the caller."""
+
+    outcome: str  # exited | timeout | idle | infra
+    returncode: int | None = None
+    exc_type: str | None = None
+    term_tail: str = ""
+    exec_time: float | None = None
+    exec_timings: dict | None = None
+    cpu_util_mean: float | None = None
+    cpu_util_peak: float | None = None
+    mem_peak_gi: float | None = None
+    submission: bytes | None = None
+    where: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+class SandboxSetupError(RuntimeError):
+    """The sandbox itself failed (workspace, spawn, namespaces): an infrastructure failure."""
+
+
+def run_job(job: SandboxJob) -> ExecResult:
+    """Stage, execute and retrieve one node. Never raises: failures become ``infra``."""
+    started = time.time()
+    where = f"local:{socket.gethostname()}:{os.getpid()}"
+    workspace = None
+    try:
+        workspace, uid, warnings = _stage(job)
+        staged = time.time()
+        result = _execute(job, workspace, uid)
+        executed = time.time()
+        result.submission = _retrieve(workspace, job.limits)
+        result.warnings = warnings
+    except (OSError, SandboxSetupError) as exc:
+        return ExecResult(outcome="infra", exc_type="InfrastructureError",
+                          term_tail=f"sandbox failed: {exc}", where=where)
+    finally:
+        if workspace is not None:
+            shutil.rmtree(workspace.parent, ignore_errors=True)
+    result.where = where
+    result.exec_timings = {"pending": round(started - job.submitted_at, 4),
+                           "stage": round(staged - started, 4),
+                           "exec": round(executed - staged, 4),
+                           "retrieve": round(time.time() - executed, 4)}
+    return result
+
+
+# --- stage ---------------------------------------------------------------------------------
+
+def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str]]:
+    """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid."""
+    base = Path(tempfile.mkdtemp(prefix="node-", dir=job.limits.workspace_root))
+    workspace = base / "ws"
+    shutil.copytree(job.public_dir, workspace / "input")
+    (workspace / "submission").mkdir()
+    (workspace / "tmp").mkdir()
+    (workspace / "solution.py").write_text(job.code)
+    caps = capabilities() if job.limits.isolate else _NO_ISOLATION
+    uid = UID_BASE + os.getpid() % 1000 * 100 + next(_uid_counter) % 100 if caps.uid_switch else None
+    if uid is not None:
+        for path in (workspace, workspace / "submission", workspace / "tmp", workspace / "solution.py"):
+            os.chown(path, uid, uid)
+        os.chmod(base, 0o755)
+    return workspace, uid, list(caps.warnings)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    namespaces: bool
+    uid_switch: bool
+    warnings: tuple[str, ...] = ()
+
+
+_NO_ISOLATION = Capabilities(False, False, ("isolation disabled by Limits(isolate=False)",))
+
+
+@functools.cache
+def capabilities() -> Capabilities:
+    """What isolation this machine allows; probed once per process, warned about once."""
+    warnings = []
+    probe_dir = tempfile.mkdtemp(prefix="probe-")
+    try:
+        probe = subprocess.run([sys.executable, str(LAUNCHER), "--probe", probe_dir],
+                               capture_output=True, text=True, timeout=30)
+        namespaces = probe.returncode == 0
+        if not namespaces:
+            warnings.append("no network/mount namespace (needs root or user namespaces): nodes can "
+                            f"reach the network and read the private answers. {probe.stderr.strip()[-200:]}")
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    uid_switch = os.geteuid() == 0
+    if not uid_switch:
+        warnings.append("not root: nodes run under our own uid, so RLIMIT_NPROC is shared "
+                        "and escaped processes are found by process group only")
+    for line in warnings:
+        log.warning("sandbox: %s", line)
+    return Capabilities(namespaces, uid_switch, tuple(warnings))
+
+
+# --- execute -------------------------------------------------------------------------------
+
+def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
+    limits = job.limits
+    caps = capabilities() if limits.isolate else _NO_ISOLATION
+    output = workspace.parent / "output.log"
+    config = workspace.parent / "launch.json"
+    config.write_text(json.dumps(_launch_config(job, workspace, uid, caps)))
+    with open(output, "wb") as out:
+        try:
+            proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(config)], cwd=workspace,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    env=_scrubbed_env(workspace, limits), start_new_session=True)
+        except OSError as exc:
+            raise SandboxSetupError(f"cannot spawn the node: {exc}") from exc
+        watch = _watch(proc, limits, uid)
+    tail = _tail(output, limits.term_tail_chars)
+    if watch["returncode"] == SETUP_FAILED and "SANDBOX-SETUP-FAILED" in tail:
+        raise SandboxSetupError(tail.strip().splitlines()[-1])
+    return ExecResult(outcome=watch["outcome"], returncode=watch["returncode"], term_tail=tail,
+                      exc_type=_exc_type(watch, tail), exec_time=watch["wall"],
+                      cpu_util_mean=watch["cpu_mean"], cpu_util_peak=watch["cpu_peak"],
+                      mem_peak_gi=watch["mem_peak_gi"])
+
+
+def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capabilities) -> dict:
+    limits = job.limits
+    hidden = []
+    for d in sorted(job.hidden_dirs, key=len) if caps.namespaces else []:
+        # Never hide the workspace, and skip a dir already under a hidden one (it is gone).
+        if not _is_within(workspace, d) and not any(_is_within(Path(d), h) for h in hidden):
+            hidden.append(d)
+    cpu_s = limits.cpu_s or 2 * limits.timeout_s * limits.cpus
+    mem = int(limits.mem_gi * 2**30)
+    fsize = int(limits.fsize_mb * 2**20)
+    reveal = _closed_ancestors(limits.python) if caps.namespaces and uid is not None else []
+    return {
+        "network": caps.namespaces, "hidden": hidden, "uid": uid,
+        "reveal": reveal, "stage": str(workspace.parent / "reveal"),
+        "argv": [limits.python, "-u", "solution.py"],
+        "env": _scrubbed_env(workspace, limits),
+        "rlimits": {
+            "RLIMIT_CPU": (int(cpu_s), int(cpu_s) + 5),
+            "RLIMIT_AS": (mem, mem),
+            "RLIMIT_FSIZE": (fsize, fsize),
+            "RLIMIT_NPROC": (limits.nproc, limits.nproc) if uid is not None else None,
+            "RLIMIT_CORE": (0, 0),
+        },
+    }
+
+
+def _closed_ancestors(python: str) -> list[tuple[str, str]]:
+    """(dir, child) pairs on the interpreter's real path where dir is not world-traversable.
+
+    The node's uid could not exec an interpreter under /root (mode 700); the launcher shows it
+    just the child on the path (e.g. /root/.pyenv) over an otherwise empty tmpfs.
+    """
+    pairs = []
+    for path in {Path(python).resolve(), Path(python).absolute()}:
+        for child in [path, *path.parents][:-1]:
+            parent = child.parent
+            if not os.stat(parent).st_mode & 0o001 and (str(parent), str(child)) not in pairs:
+                pairs.append((str(parent), str(child)))
+    return sorted(pairs, key=lambda pair: len(pair[0]))
+
+
+def _is_within(path: Path, directory: str) -> bool:
+    return Path(path).resolve().is_relative_to(Path(directory).resolve())
+
+
+def _scrubbed_env(workspace: Path, limits: Limits) -> dict:
+    threads = str(limits.cpus)
+    return {
+        "PATH": f"{Path(limits.python).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workspace), "TMPDIR": str(workspace / "tmp"), "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+    }
+
+
+def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None) -> dict:
+    """Poll the node until it exits, times out or idles; kill everything it left behind."""
+    import psutil
+
+    start = last = time.monotonic()
+    cpu_last, outcome, idle_since = 0.0, "exited", None
+    peak_rss, utils = 0, []
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(limits.sample_s)
+        now = time.monotonic()
+        cpu, rss = _tree_usage(psutil, proc.pid, uid)
+        util = max(0.0, cpu - cpu_last) / max(now - last, 1e-6) * 100  # percent of one core
+        cpu_last, last, peak_rss = max(cpu, cpu_last), now, max(peak_rss, rss)
+        utils.append(util)
+        idle_since = (idle_since or now) if util < limits.idle_cpu_pct else None
+        if now - start > limits.timeout_s:
+            outcome = "timeout"
+        elif idle_since is not None and now - idle_since >= limits.idle_window_s:
+            outcome = "idle"
+        if outcome != "exited":
+            _kill_all(proc.pid, uid, psutil)
+            pid, status, usage = os.wait4(proc.pid, 0)
+            break
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    _kill_all(proc.pid, uid, psutil)  # stragglers that outlived a normal exit
+    wall = time.monotonic() - start
+    cpu_total = usage.ru_utime + usage.ru_stime
+    peak_rss = max(peak_rss, usage.ru_maxrss * 1024)
+    return {"outcome": outcome, "returncode": proc.returncode, "wall": round(wall, 4),
+            "cpu_mean": round(100 * cpu_total / max(wall, 1e-6) / limits.cpus, 2),
+            "cpu_peak": round(max(utils, default=100 * cpu_total / max(wall, 1e-6)) / limits.cpus, 2),
+            "mem_peak_gi": round(peak_rss / 2**30, 4)}
+
+
+def _tree_usage(psutil, pid: int, uid: int | None) -> tuple[float, int]:
+    """(cpu seconds, rss bytes) summed over the node's processes."""
+    cpu, rss = 0.0, 0
+    for p in _node_processes(psutil, pid, uid):
+        try:
+            times = p.cpu_times()
+            cpu += times.user + times.system
+            rss += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return cpu, rss
+
+
+def _node_processes(psutil, pid: int, uid: int | None) -> list:
+    """The node's process tree, plus (own uid) anything it detached with setsid/double fork."""
+    try:
+        root = psutil.Process(pid)
+        procs = {p.pid: p for p in [root, *root.children(recursive=True)]}
+    except psutil.Error:
+        procs = {}
+    if uid is not None:
+        for p in psutil.process_iter(["uids"]):
+            if p.info["uids"] and p.info["uids"].real == uid:
+                procs.setdefault(p.pid, p)
+    return list(procs.values())
+
+
+def _kill_all(pid: int, uid: int | None, psutil) -> None:
+    # start_new_session makes the node a group leader, so killpg(pid) reaches its group;
+    # the uid sweep catches processes that left the group. A fork bomb refills: repeat.
+    for _ in range(50):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        alive = [p for p in _node_processes(psutil, pid, uid) if p.pid != pid and _alive(p)]
+        if not alive:
+            return
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        time.sleep(0.02)
+    log.warning("sandbox: processes of node %s survived 50 kill sweeps", pid)
+
+
+def _alive(p) -> bool:
+    try:
+        return p.is_running() and p.status() != "zombie"
+    except Exception:  # noqa: BLE001 - psutil.Error, without importing psutil here
+        return False
+
+
+def _exc_type(watch: dict, tail: str) -> str | None:
+    """The exception class from the last traceback, else the killing signal's name."""
+    if watch["outcome"] == "timeout":
+        return "TimeoutError"
+    if watch["outcome"] == "idle":
+        return "CpuIdleError"
+    rc = watch["returncode"]
+    if rc == 0:
+        return None
+    if "Traceback (most recent call last):" in tail:
+        after = tail.rsplit("Traceback (most recent call last):", 1)[1]
+        for line in reversed(after.strip().splitlines()):
+            match = _EXC_LINE.match(line)
+            if match:
+                return match.group(1).rsplit(".", 1)[-1]
+    if rc is not None and rc < 0:
+        return signal.Signals(-rc).name
+    return None
+
+
+def _tail(path: Path, chars: int) -> str:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - chars * 4))
+        return fh.read().decode("utf-8", "replace")[-chars:]
+
+
+# --- retrieve ------------------------------------------------------------------------------
+
+def _retrieve(workspace: Path, limits: Limits) -> bytes | None:
+    """The submission's bytes; None when absent, not a regular file, or over the size cap."""
+    path = workspace / "submission" / "submission.csv"
+    if path.is_symlink() or not path.is_file():
+        return None
+    if path.stat().st_size > limits.max_submission_mb * 2**20:
+        return None
+    return path.read_bytes()
