@@ -86,7 +86,7 @@ def upgrade(obj: dict, revision: str) -> None:
     click.echo(f"Schema at {rev}.")
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("revision")
 @click.pass_obj
 def downgrade(obj: dict, revision: str) -> None:

@@ -174,7 +174,8 @@ def apply_views(conn) -> list[str]:
                 failed.append((name, text, exc))
         if len(failed) == len(pending):
             name, _, exc = failed[0]
-            raise TerminalError(f"view {name!r} in sql/{name}.sql does not apply: {exc}")
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise TerminalError(f"view {name!r} in sql/{name}.sql does not apply: {reason}")
         pending = [(name, text) for name, text, _ in failed]
     return applied
 

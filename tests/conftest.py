@@ -1,0 +1,33 @@
+"""Test isolation shared by every area: no test sees the user's environment or home."""
+from __future__ import annotations
+
+import pytest
+
+from warehouse.config import DB_ENV_VAR
+
+
+@pytest.fixture(scope="session")
+def fake_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch, fake_home):
+    """Unset our variables and point HOME and caches at a per-session temp dir."""
+    monkeypatch.delenv(DB_ENV_VAR, raising=False)
+    monkeypatch.setenv("HOME", str(fake_home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(fake_home / ".cache"))
+    monkeypatch.setenv("HF_HOME", str(fake_home / ".cache" / "huggingface"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+
+
+@pytest.fixture
+def db_url(tmp_path) -> str:
+    """A fresh, migrated warehouse file in tmp_path."""
+    from warehouse.migrate import init_db
+
+    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    init_db(url)
+    return url
