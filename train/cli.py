@@ -18,14 +18,18 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-def _register() -> None:
-    # Each sub-area owns its commands; importing them must stay light (no torch at import).
-    from train.env.cli import env_group
+# (module, click command) pairs: each sub-area owns its commands and must import light
+# (no torch at import time, so `train --help` stays instant).
+_PLUGINS: list[tuple[str, str]] = [
+    ("train.env.cli", "env_group"),
+]
 
-    main.add_command(env_group)
+
+def _register_subcommands() -> None:
+    import importlib
+
+    for module_name, attr in _PLUGINS:
+        main.add_command(getattr(importlib.import_module(module_name), attr))
 
 
-try:
-    _register()
-except ImportError:  # pragma: no cover - a sub-area not built yet
-    pass
+_register_subcommands()
