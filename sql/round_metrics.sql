@@ -1,0 +1,85 @@
+-- round_metrics: one row per run round (run_id, round), with its step's timing when logged.
+--
+-- All tasks of one round of one run, and the training step that followed it: step N is the
+-- update after round N, so a round joins the timing row whose step equals the round. A round
+-- whose step never got a timing row (the run was killed after the rollout) keeps its row with
+-- NULL timing. A round exists when its directory, one of its task-rounds or one of its node
+-- records is in the warehouse; a round with 0 records has tasks = 0 and nodes = 0.
+--
+-- Duplicate timing rows for one step (a step logged twice, e.g. after a restart) are counted
+-- in timing_rows; the LAST one written (highest source line) is the one shown, as it is the
+-- update whose weights the next round used. run_metrics.steps_logged counts every row.
+CREATE OR REPLACE VIEW "round_metrics" AS
+WITH
+keys AS (
+    SELECT "run_id", "round" FROM "rounds"
+    UNION
+    SELECT DISTINCT "run_id", "round" FROM "task_rounds"
+    UNION
+    SELECT DISTINCT "run_id", "round" FROM "nodes"
+),
+tasks AS (
+    SELECT "run_id", "round",
+           count(*) FILTER (WHERE "nodes" > 0) AS "tasks",
+           count(*) FILTER (WHERE "nodes" > 0 AND "reward_spread" = 1) AS "tasks_with_spread",
+           sum("nodes") AS "nodes"
+    FROM "task_round_metrics"
+    GROUP BY "run_id", "round"
+),
+summaries AS (
+    SELECT "run_id", "round",
+           sum("gen_llm_seconds") AS "gen_llm_seconds",
+           sum("gen_exec_seconds") AS "gen_exec_seconds"
+    FROM "task_rounds"
+    WHERE "summary_present"
+    GROUP BY "run_id", "round"
+),
+drafts AS (
+    SELECT "run_id", "round", count(*) AS "fresh_drafts"
+    FROM "nodes"
+    WHERE "mode" = 'draft'
+    GROUP BY "run_id", "round"
+),
+timing AS (
+    SELECT *,
+           count(*) OVER (PARTITION BY "run_id", "step") AS "timing_rows",
+           coalesce("update_weights_s", 0) + coalesce("gen_s", 0) + coalesce("old_log_prob_s", 0)
+             + coalesce("ref_s", 0) + coalesce("adv_s", 0) + coalesce("update_actor_s", 0)
+             + coalesce("save_checkpoint_s", 0) AS "phase_sum_s"
+    FROM "steps"
+    QUALIFY row_number() OVER (PARTITION BY "run_id", "step"
+                               ORDER BY "source_id" DESC, "line_no" DESC) = 1
+)
+SELECT
+    k."run_id",
+    k."round",
+    coalesce(t."tasks", 0) AS "tasks",                          -- tasks with >= 1 record
+    coalesce(t."tasks_with_spread", 0) AS "tasks_with_spread",  -- of those, rewards not all equal
+    coalesce(t."nodes", 0) AS "nodes",
+    coalesce(d."fresh_drafts", 0) AS "fresh_drafts",            -- 0 after round 1: shared-seed defect
+    s."gen_llm_seconds",                                        -- summed over the round's summaries
+    s."gen_exec_seconds",
+    tm."step",                                                  -- = round when a timing row exists
+    coalesce(tm."timing_rows", 0) AS "timing_rows",             -- > 1: the step was logged twice
+    tm."total_s",
+    tm."update_weights_s",
+    tm."gen_s",
+    tm."old_log_prob_s",
+    tm."ref_s",
+    tm."adv_s",
+    tm."update_actor_s",
+    tm."save_checkpoint_s",                                     -- NULL on steps that did not save
+    tm."update_weights_s" / NULLIF(tm."total_s", 0) AS "phase_share_update_weights",
+    tm."gen_s" / NULLIF(tm."total_s", 0) AS "phase_share_gen",
+    tm."old_log_prob_s" / NULLIF(tm."total_s", 0) AS "phase_share_old_log_prob",
+    tm."ref_s" / NULLIF(tm."total_s", 0) AS "phase_share_ref",
+    tm."adv_s" / NULLIF(tm."total_s", 0) AS "phase_share_adv",
+    tm."update_actor_s" / NULLIF(tm."total_s", 0) AS "phase_share_update_actor",
+    tm."save_checkpoint_s" / NULLIF(tm."total_s", 0) AS "phase_share_save_checkpoint",
+    abs(tm."phase_sum_s" - tm."total_s") AS "phase_sum_gap",    -- |sum of phases - total_s|
+    tm."total_s" / NULLIF(t."nodes", 0) AS "per_node_step_s"    -- step seconds per node of the round
+FROM keys AS k
+LEFT JOIN tasks AS t USING ("run_id", "round")
+LEFT JOIN summaries AS s USING ("run_id", "round")
+LEFT JOIN drafts AS d USING ("run_id", "round")
+LEFT JOIN timing AS tm ON tm."run_id" = k."run_id" AND tm."step" = k."round";

@@ -1,0 +1,111 @@
+-- run_metrics: one row per run (run_id), with its lineage.
+--
+-- Run-level counts and rates of METRICS.md over every record of the run, the partial last
+-- round included. Rates are NULL when their denominator is empty. Lineage columns come from
+-- the runs table (the data root's manifest) and run_lineage.
+CREATE OR REPLACE VIEW "run_metrics" AS
+WITH
+keys AS (
+    SELECT "run_id" FROM "runs"
+    UNION SELECT DISTINCT "run_id" FROM "nodes"
+    UNION SELECT DISTINCT "run_id" FROM "task_rounds"
+    UNION SELECT DISTINCT "run_id" FROM "steps"
+),
+roots AS (
+    SELECT "run_id", "ancestor_run_id" AS "root_run_id", "depth" AS "lineage_depth"
+    FROM "run_lineage"
+    WHERE "is_root"
+),
+node_stats AS (
+    SELECT "run_id",
+           count(*) AS "nodes",
+           count(DISTINCT "round") AS "rounds",
+           -- "carries the field": schema B and C records have resources/decl_* keys
+           count(*) FILTER (WHERE "schema_kind" IN ('B', 'C')) AS "with_resources_field",
+           count(*) FILTER (WHERE "resources_gpu" >= 1) AS "gpu_declared",
+           count(*) FILTER (WHERE "decl_malformed") AS "decl_malformed_count",
+           count(*) FILTER (WHERE "exc_type" = 'GpuIdleError') AS "gpu_idle_kills"
+    FROM "nodes"
+    GROUP BY "run_id"
+),
+steps_logged AS (
+    SELECT "run_id", count(*) AS "steps_logged"
+    FROM "steps"
+    GROUP BY "run_id"
+),
+steps_missing AS (
+    SELECT r."run_id", count(*) AS "steps_missing"
+    FROM (SELECT DISTINCT "run_id", "round" FROM "nodes") AS r
+    WHERE NOT EXISTS (SELECT 1 FROM "steps" AS s
+                      WHERE s."run_id" = r."run_id" AND s."step" = r."round")
+    GROUP BY r."run_id"
+),
+parent_rates AS (
+    SELECT "run_id",
+           count(*) FILTER (WHERE "mode" = 'improve' AND "parent_status" = 'ok' AND "status" = 'ok')
+             / NULLIF(count(*) FILTER (WHERE "mode" = 'improve' AND "parent_status" = 'ok'), 0)
+             AS "improve_keeps_valid",
+           count(*) FILTER (WHERE "mode" = 'debug' AND "parent_found"
+                              AND "parent_status" IS DISTINCT FROM 'ok' AND "status" = 'ok')
+             / NULLIF(count(*) FILTER (WHERE "mode" = 'debug' AND "parent_found"
+                                         AND "parent_status" IS DISTINCT FROM 'ok'), 0)
+             AS "debug_fixes_parent"
+    FROM "node_parents"
+    GROUP BY "run_id"
+),
+first_round AS (
+    SELECT "run_id", min("round") AS "first_round"
+    FROM "task_round_metrics"
+    GROUP BY "run_id"
+),
+health_gate AS (
+    -- every task of the first round has >= 1 ok node, and every ok node there has a reward in [0, 1]
+    SELECT f."run_id",
+           bool_and(t."valid" >= 1) AND NOT EXISTS (
+               SELECT 1 FROM "nodes" AS n
+               WHERE n."run_id" = f."run_id" AND n."round" = f."first_round"
+                 AND n."status" = 'ok' AND NOT coalesce(n."reward" BETWEEN 0 AND 1, FALSE)
+           ) AS "health_gate_step1"
+    FROM first_round AS f
+    JOIN "task_round_metrics" AS t ON t."run_id" = f."run_id" AND t."round" = f."first_round"
+    GROUP BY f."run_id", f."first_round"
+),
+status_json AS (
+    SELECT "run_id",
+           '{' || string_agg(to_json(coalesce("status", 'null'))::VARCHAR || ': ' || "n", ', '
+                             ORDER BY "status" NULLS LAST) || '}' AS "status_counts"
+    FROM "run_status_counts"
+    GROUP BY "run_id"
+)
+SELECT
+    k."run_id",
+    r."arm",
+    r."kind",
+    r."lost",
+    r."resumed_from_run",                 -- lineage: the run this one resumed from ...
+    r."resumed_from_step",                -- ... and the step of its checkpoint
+    coalesce(o."root_run_id", k."run_id") AS "root_run_id",
+    coalesce(o."lineage_depth", 0) AS "lineage_depth",  -- resume links back to the root
+    coalesce(ns."nodes", 0) AS "nodes",
+    coalesce(ns."rounds", 0) AS "rounds",                -- round directories with >= 1 record
+    coalesce(sl."steps_logged", 0) AS "steps_logged",    -- timing rows
+    coalesce(sm."steps_missing", 0) AS "steps_missing",  -- rounds with records, no timing row
+    sj."status_counts",                                  -- JSON {status: n}; see run_status_counts
+    pr."improve_keeps_valid",
+    pr."debug_fixes_parent",
+    CASE WHEN ns."with_resources_field" > 0
+         THEN ns."gpu_declared" / ns."nodes" END AS "gpu_declared_rate",
+    coalesce(ns."decl_malformed_count", 0) AS "decl_malformed_count",
+    coalesce(ns."gpu_idle_kills", 0) AS "gpu_idle_kills",
+    fr."first_round",
+    hg."health_gate_step1"
+FROM keys AS k
+LEFT JOIN "runs" AS r USING ("run_id")
+LEFT JOIN roots AS o USING ("run_id")
+LEFT JOIN node_stats AS ns USING ("run_id")
+LEFT JOIN steps_logged AS sl USING ("run_id")
+LEFT JOIN steps_missing AS sm USING ("run_id")
+LEFT JOIN parent_rates AS pr USING ("run_id")
+LEFT JOIN first_round AS fr USING ("run_id")
+LEFT JOIN health_gate AS hg USING ("run_id")
+LEFT JOIN status_json AS sj USING ("run_id");
