@@ -160,9 +160,25 @@ def drop_views(conn) -> None:
         conn.exec_driver_sql(f'DROP VIEW IF EXISTS "{name}"')
 
 
+def _dependency_order(files: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Views that a view's text names (as "name") come before it.
+
+    A failed statement aborts DuckDB's transaction, so the retry loop below cannot recover
+    from applying a view before one it reads; ordering first avoids the failure. Views in a
+    reference cycle keep their name order (and then fail with a clear message).
+    """
+    text_of = dict(files)
+    deps = {n: {m for m in text_of if m != n and f'"{m}"' in t} for n, t in files}
+    ordered: list[str] = []
+    while len(ordered) < len(files):
+        ready = [n for n in text_of if n not in ordered and deps[n] <= set(ordered)]
+        ordered.append(ready[0] if ready else next(n for n in text_of if n not in ordered))
+    return [(n, text_of[n]) for n in ordered]
+
+
 def apply_views(conn) -> list[str]:
     """Create or replace every view, in dependency order (retry until no progress)."""
-    pending = view_files()
+    pending = _dependency_order(view_files())
     applied: list[str] = []
     while pending:
         failed = []
