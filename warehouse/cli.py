@@ -140,6 +140,8 @@ def _register_subcommands() -> None:
 
 
 # (module, click command) pairs; each module must import light.
-_PLUGINS: list[tuple[str, str]] = []
+_PLUGINS: list[tuple[str, str]] = [
+    ("warehouse.metrics_cli", "metrics"), ("warehouse.metrics_cli", "report"), ("warehouse.metrics_cli", "export"),
+]
 
 _register_subcommands()

@@ -1,0 +1,62 @@
+"""`warehouse metrics`, `warehouse report`, `warehouse export`: thin commands over
+:mod:`warehouse.metrics`, :mod:`warehouse.report` and :mod:`warehouse.export`.
+
+Imports stay inside the callbacks so `warehouse --help` never loads duckdb or matplotlib.
+"""
+from __future__ import annotations
+
+import click
+
+from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at import
+
+
+@click.command()
+@click.option("--run", "run_id", metavar="RUN", help="Only this run (its directory name).")
+@click.option("--task", metavar="TASK", help="Only this task (competition slug).")
+@click.option("--view", type=click.Choice(list(VIEW_KEYS)), default=DEFAULT_VIEW,
+              show_default=True,
+              help="Which metric view: task_round_metrics (per run, round, task), round_metrics "
+                   "(per run round, with its step's timing), run_metrics, run_status_counts, "
+                   "decision_rule, invariant_violations.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format.")
+@click.pass_obj
+def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str) -> None:
+    """Print a report metric view (METRICS.md), optionally for one run and/or task.
+
+    The default view is task_round_metrics, one row per (run, round, task); --task
+    applies to the views with a task column.
+    """
+    from warehouse.metrics import metrics as read_metrics
+    from warehouse.query import render
+
+    result = read_metrics(obj["db_url"], view=view, run=run_id, task=task)
+    click.echo(render(result, fmt), nl=False)
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for index.html and its PNGs (created if missing).")
+@click.pass_obj
+def report(obj: dict, run_id: str, out_dir: str) -> None:
+    """Write an HTML report with PNG dashboards per task for RUN."""
+    from warehouse.report import write_report
+
+    index = write_report(obj["db_url"], run_id, out_dir)
+    click.echo(f"Wrote {index}")
+
+
+@click.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--payloads", is_flag=True,
+              help="Also export node_payloads (prompts, completions, token ids: large).")
+@click.option("--overwrite", is_flag=True, help="Replace an earlier export in DIR.")
+@click.pass_obj
+def export(obj: dict, out_dir: str, payloads: bool, overwrite: bool) -> None:
+    """Export every table and view as Parquet under DIR, partitioned by run_id."""
+    from warehouse.export import export_parquet
+
+    for item in export_parquet(obj["db_url"], out_dir, payloads=payloads, overwrite=overwrite):
+        layout = "partitioned by run_id" if item.partitioned else "one file"
+        click.echo(f"{item.relation}: {item.rows} rows -> {item.path} ({layout})")
