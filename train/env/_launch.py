@@ -11,10 +11,11 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 
 SETUP_FAILED = 97
-CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 1, 2, 4, 0x4000, 0x40000
 
 
@@ -31,30 +32,33 @@ def _check(ret, what):
 MS_BIND = 0x1000
 
 
-def isolate(network, hidden, reveal=(), stage=None):
+def isolate(network, hidden, reveal=()):
     libc = _libc()
-    flags = (CLONE_NEWNET if network else 0) | (CLONE_NEWNS if hidden or reveal else 0)
+    # A pid namespace: when the solution (its pid 1) ends, the kernel kills and reaps every
+    # process it left, detached or not, so no orphan or zombie outlives the node.
+    flags = (CLONE_NEWNET | CLONE_NEWPID if network else 0) | (CLONE_NEWNS if hidden or reveal else 0)
     if flags:
         _check(libc.unshare(flags), "unshare")
     if hidden or reveal:
         # Without this, the mounts below could propagate back into the host's mount table.
         _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    for index, (closed, keep) in enumerate(reveal):
-        _reveal(libc, closed, keep, os.path.join(stage, str(index)))
+    for closed, keep in reveal:
+        _reveal(libc, closed, keep)
     for path in hidden:
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
                           b"size=4k,mode=000"), f"mount tmpfs over {path}")
 
 
-def _reveal(libc, closed, keep, stage):
+def _reveal(libc, closed, keep):
     """Replace the closed directory ``closed`` (e.g. /root, mode 700, holding the interpreter)
     by an empty world-traversable tmpfs that shows only its child ``keep``."""
-    os.makedirs(stage)
-    _check(libc.mount(keep.encode(), stage.encode(), None, MS_BIND | MS_REC, None), f"bind {keep}")
+    fd = os.open(keep, os.O_PATH | os.O_DIRECTORY)  # keeps ``keep`` reachable once covered
     _check(libc.mount(b"tmpfs", closed.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k,mode=755"),
            f"mount tmpfs over {closed}")
     os.makedirs(keep, mode=0o755)
-    _check(libc.mount(stage.encode(), keep.encode(), None, MS_BIND | MS_REC, None), f"rebind {keep}")
+    _check(libc.mount(f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None),
+           f"bind {keep}")
+    os.close(fd)
 
 
 def limit(cfg):
@@ -79,13 +83,25 @@ def main(argv):
     with open(argv[1]) as fh:
         cfg = json.load(fh)
     try:
-        isolate(cfg["network"], cfg["hidden"], cfg["reveal"], cfg["stage"])
-        limit(cfg)
-        drop_privileges(cfg["uid"])
+        isolate(cfg["network"], cfg["hidden"], cfg["reveal"])
     except OSError as exc:
         sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
         return SETUP_FAILED
-    os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    pid = os.fork()  # the child is pid 1 of the new pid namespace
+    if pid == 0:
+        try:
+            limit(cfg)
+            drop_privileges(cfg["uid"])
+            os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
+        except OSError as exc:
+            sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
+        os._exit(SETUP_FAILED)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):  # die the same way, so the caller sees the signal
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    return os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,17 @@ def evaluate_code(task: Task, code: str, executor: Executor | None = None,
     return evaluate_extractions(task, [extraction], executor, limits)[0]
 
 
+def check_solution(task_name: str, text: str, tasks_root=None, timeout_s: float = 600.0) -> dict:
+    """``train env check``: a script or a fenced completion through the whole path."""
+    from train.env.tasks import load_task
+
+    task = load_task(task_name, tasks_root)
+    limits = Limits(timeout_s=timeout_s)
+    if "```" in text:
+        return evaluate(task, [text], limits=limits)[0]
+    return evaluate_code(task, text, limits=limits)
+
+
 def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Executor | None,
                          limits: Limits | None) -> list[dict]:
     executor = executor or LocalExecutor()

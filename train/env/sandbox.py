@@ -134,7 +134,9 @@ def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str]]:
     (workspace / "tmp").mkdir()
     (workspace / "solution.py").write_text(job.code)
     caps = capabilities() if job.limits.isolate else _NO_ISOLATION
-    uid = UID_BASE + os.getpid() % 1000 * 100 + next(_uid_counter) % 100 if caps.uid_switch else None
+    # Without a mount namespace a node uid may be unable to reach the interpreter or workspace.
+    own_uid = caps.uid_switch and (caps.namespaces or not _closed_ancestors(job.limits.python, workspace))
+    uid = UID_BASE + os.getpid() % 1000 * 100 + next(_uid_counter) % 100 if own_uid else None
     if uid is not None:
         for path in (workspace, workspace / "submission", workspace / "tmp", workspace / "solution.py"):
             os.chown(path, uid, uid)
@@ -210,10 +212,10 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     cpu_s = limits.cpu_s or 2 * limits.timeout_s * limits.cpus
     mem = int(limits.mem_gi * 2**30)
     fsize = int(limits.fsize_mb * 2**20)
-    reveal = _closed_ancestors(limits.python) if caps.namespaces and uid is not None else []
+    reveal = _closed_ancestors(limits.python, workspace) if uid is not None else []
     return {
         "network": caps.namespaces, "hidden": hidden, "uid": uid,
-        "reveal": reveal, "stage": str(workspace.parent / "reveal"),
+        "reveal": reveal,
         "argv": [limits.python, "-u", "solution.py"],
         "env": _scrubbed_env(workspace, limits),
         "rlimits": {
@@ -226,14 +228,16 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     }
 
 
-def _closed_ancestors(python: str) -> list[tuple[str, str]]:
-    """(dir, child) pairs on the interpreter's real path where dir is not world-traversable.
+def _closed_ancestors(python: str, workspace: Path) -> list[tuple[str, str]]:
+    """(dir, child) pairs on the interpreter's and workspace's paths where dir is not
+    world-traversable.
 
-    The node's uid could not exec an interpreter under /root (mode 700); the launcher shows it
-    just the child on the path (e.g. /root/.pyenv) over an otherwise empty tmpfs.
+    The node's uid could not exec an interpreter under /root (mode 700) or enter a workspace
+    under pytest's 0700 temp dirs; the launcher shows it just the child on the path (e.g.
+    /root/.pyenv) over an otherwise empty tmpfs.
     """
     pairs = []
-    for path in {Path(python).resolve(), Path(python).absolute()}:
+    for path in {Path(python).resolve(), Path(python).absolute(), workspace.resolve()}:
         for child in [path, *path.parents][:-1]:
             parent = child.parent
             if not os.stat(parent).st_mode & 0o001 and (str(parent), str(child)) not in pairs:
@@ -320,23 +324,24 @@ def _node_processes(psutil, pid: int, uid: int | None) -> list:
 
 
 def _kill_all(pid: int, uid: int | None, psutil) -> None:
-    # start_new_session makes the node a group leader, so killpg(pid) reaches its group;
-    # the uid sweep catches processes that left the group. A fork bomb refills: repeat.
-    for _ in range(50):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    # Kill the node's processes below the launcher first: the launcher then reaps its child
+    # (pid 1 of the node's pid namespace, whose death takes the namespace with it) and exits.
+    # killpg(pid) is the last resort without namespaces; the uid sweep catches processes that
+    # left the group. A fork bomb refills: repeat.
+    for attempt in range(50):
         alive = [p for p in _node_processes(psutil, pid, uid) if p.pid != pid and _alive(p)]
         if not alive:
-            return
+            break
         for p in alive:
             try:
                 p.kill()
             except psutil.Error:
                 pass
         time.sleep(0.02)
-    log.warning("sandbox: processes of node %s survived 50 kill sweeps", pid)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _alive(p) -> bool:

@@ -82,6 +82,17 @@ def load_task(name: str, tasks_root: str | Path | None = None) -> Task:
                 private_dir=prepared / "private", **grader)
 
 
+def describe_tasks(tasks_root: str | Path | None = None) -> list[str]:
+    """One line per task: slug, metric and direction, leaderboard size."""
+    root = Path(tasks_root or os.environ.get(TASKS_ROOT_ENV) or BUNDLED_ROOT)
+    lines = []
+    for name in _names_under(root):
+        task = load_task(name, root)
+        direction = "lower is better" if task.lower_is_better else "higher is better"
+        lines.append(f"{name}\t{task.metric} ({direction})\t{len(task.leaderboard_scores())} teams")
+    return lines
+
+
 def _names_under(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 

@@ -1,0 +1,3 @@
+hoard = []
+while True:
+    hoard.append(bytearray(64 * 2**20))

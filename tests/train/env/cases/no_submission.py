@@ -1,0 +1,1 @@
+print("trained a model but forgot to write the submission")

@@ -1,0 +1,104 @@
+"""Humanrank, medals and submission validity against hand-computed leaderboards."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from train.env import humanrank, medal_for, medal_thresholds
+from train.env.grading import grade_submission, logloss, rmse
+
+HIGHER = [0.9, 0.8, 0.8, 0.7, 0.6]  # best first
+LOWER = [0.1, 0.2, 0.2, 0.3, 0.4]
+
+
+@pytest.mark.parametrize("board, lower, score, expected", [
+    (HIGHER, False, 0.8, (2 + 0.5 * 2) / 5),  # beats 0.7 and 0.6, ties two 0.8s
+    (HIGHER, False, 0.95, 1.0),
+    (HIGHER, False, 0.5, 0.0),
+    (HIGHER, False, 0.9, (4 + 0.5) / 5),
+    (LOWER, True, 0.2, (2 + 0.5 * 2) / 5),
+    (LOWER, True, 0.25, 2 / 5),
+    (LOWER, True, 0.05, 1.0),
+    (LOWER, True, 9.0, 0.0),
+    ([0.5] * 4, False, 0.5, 0.5),  # equal to every team: the middle
+])
+def test_humanrank_counts_worse_teams_and_half_the_ties(board, lower, score, expected):
+    assert humanrank(score, board, lower) == pytest.approx(expected)
+
+
+def test_humanrank_ties_after_rounding_to_five_decimals():
+    assert humanrank(0.800001, HIGHER, False) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("board, lower, score, medal, above", [
+    # N=5 (< 100): gold at position 1 (0.9), silver at 1 (0.9), bronze at 2 (0.8); median 0.8
+    (HIGHER, False, 0.9, "gold", True),
+    (HIGHER, False, 0.8, "bronze", False),  # ties the median: not strictly above
+    (HIGHER, False, 0.79, None, False),
+    (LOWER, True, 0.1, "gold", True),
+    (LOWER, True, 0.2, "bronze", False),
+    (LOWER, True, 0.25, None, False),
+    (LOWER, True, 0.15, "bronze", True),
+])
+def test_medals_on_a_small_leaderboard(board, lower, score, medal, above):
+    assert medal_for(score, board, lower) == (medal, above)
+
+
+def test_thresholds_between_250_and_1000_teams():
+    board = list(range(299, -1, -1))  # 300 teams, higher is better: position p has 300 - p
+    assert medal_thresholds(board, False) == (290, 250, 200, 149.5)  # positions 10, 50, 100
+    assert medal_for(290, board, False)[0] == "gold"
+    assert medal_for(289.5, board, False)[0] == "silver"
+    assert medal_for(200, board, False)[0] == "bronze"
+    assert medal_for(199.9, board, False)[0] is None
+    assert humanrank(150, board, False) == pytest.approx(150.5 / 300)
+
+
+def test_thresholds_between_100_and_250_teams_lower_is_better():
+    board = list(range(150))  # best (0) first; positions 10, 30, 60
+    assert medal_thresholds(board, True)[:3] == (9, 29, 59)
+    assert [medal_for(s, board, True)[0] for s in (9, 10, 59, 60)] == ["gold", "silver", "bronze", None]
+
+
+def test_thresholds_for_1000_teams_and_more():
+    board = [float(s) for s in range(2000, 0, -1)]  # positions 14, 100, 200
+    assert medal_thresholds(board, False)[:3] == (1987.0, 1901.0, 1801.0)
+
+
+def test_metrics_on_hand_computed_values():
+    assert rmse([1, 2, 3], [1, 2, 5]) == pytest.approx(math.sqrt(4 / 3))
+    assert logloss([[1, 0], [0, 1]], [[0.8, 0.2], [0.4, 0.6]]) == pytest.approx(
+        -(math.log(0.8) + math.log(0.6)) / 2)
+
+
+def _grade(task, tmp_path, text):
+    path = tmp_path / "submission.csv"
+    path.write_text(text)
+    return grade_submission(task, path)
+
+
+def test_valid_submission_is_placed_on_the_leaderboard(tiny_task, tmp_path):
+    grade = _grade(tiny_task, tmp_path, "id,target\n4,b\n3,a\n2,a\n1,a\n")  # 3 of 4, any order
+    assert (grade.status, grade.test_metric, grade.oriented) == ("ok", 0.75, 0.75)
+    assert grade.humanrank == pytest.approx((2 + 0.5) / 4)
+    # N=4: every medal sits at position max(1, int(0.4 * 4)) = 1 or above, i.e. needs 1.0;
+    # the median is (0.75 + 0.5) / 2 = 0.625, which 0.75 beats.
+    assert (grade.medal, grade.above_median) == (None, True)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("id,label\n1,a\n2,b\n3,a\n4,b\n", "columns"),
+    ("id,target\n1,a\n2,b\n3,a\n", "rows"),
+    ("id,target\n1,a\n2,b\n3,a\n9,b\n", "values do not match"),
+    ("id,target\n1,a\n1,b\n3,a\n4,b\n", "duplicate"),
+    ("id,target\n1,a\n2,\n3,a\n4,b\n", "missing"),
+])
+def test_invalid_submissions_say_why(tiny_task, tmp_path, text, fragment):
+    grade = _grade(tiny_task, tmp_path, text)
+    assert grade.status == "invalid_submission" and fragment in grade.grade_error
+    assert grade.test_metric is None and grade.oriented is None
+
+
+def test_missing_submission(tiny_task, tmp_path):
+    assert grade_submission(tiny_task, tmp_path / "absent.csv").status == "no_submission"

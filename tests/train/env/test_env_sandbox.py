@@ -1,0 +1,147 @@
+"""Hand-written solutions for every status, and hostile ones that must leave the machine healthy."""
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+
+import psutil
+import pytest
+
+from train.env import LocalExecutor, capabilities, evaluate, evaluate_code, load_task
+
+pytestmark = pytest.mark.timeout(120) if hasattr(pytest.mark, "timeout") else []
+
+
+def fenced(code: str) -> str:
+    return f"Plan.\n```python\n{code}```\n"
+
+
+def _assert_invariants(record):
+    ok = record["status"] == "ok"
+    assert record["is_buggy"] is (not ok)
+    assert (record["source"] == "grade") is (record["test_metric"] is not None)
+    assert (record["oriented"] is None) is (record["test_metric"] is None)
+    assert 0 <= record["reward"] <= 1 if ok else record["reward"] in (-0.5, -0.2, -1.0)
+
+
+def test_every_status_gets_its_reward(case, limits):
+    task = load_task("mini-tabular-accuracy")
+    completions = {
+        "ok": fenced((task.root / "reference_solution.py").read_text()),
+        "crashed": fenced(case("crashed.py")),
+        "no_code": case("completion_unclosed_fence.md"),
+        "no_submission": fenced(case("no_submission.py")),
+        "invalid_submission": fenced(case("invalid_submission.py")),
+        "idle": fenced(case("idle_sleep.py")),
+    }
+    records = dict(zip(completions, evaluate(task, list(completions.values()), LocalExecutor(2), limits)))
+    got = {k: (r["status"], r["exc_type"], r["reward"]) for k, r in records.items()}
+    humanrank = records["ok"]["humanrank"]
+    assert got == {
+        "ok": ("ok", None, humanrank),
+        "crashed": ("crashed", "ValueError", -0.5),
+        "no_code": ("no_code", None, -0.5),
+        "no_submission": ("no_submission", None, -0.5),
+        "invalid_submission": ("invalid_submission", None, -0.5),
+        "idle": ("crashed", "CpuIdleError", -0.2),
+    }
+    ok = records["ok"]
+    assert ok["test_metric"] == 0.75 and ok["oriented"] == 0.75  # the generator's reference score
+    assert humanrank == pytest.approx(_humanrank_by_hand(task, 0.75))
+    assert records["no_code"]["code"] == "" and records["no_code"]["exec_time"] is None
+    assert records["idle"]["exec_time"] < 10  # killed after the 1.5 s window, not the 20 s timeout
+    assert set(ok["exec_timings"]) == {"pending", "stage", "exec", "retrieve"}
+    assert ok["mem_peak_gi"] > 0.01 and ok["cpu_util_peak"] > 10
+    for record in records.values():
+        _assert_invariants(record)
+
+
+def _humanrank_by_hand(task, score):
+    board = task.leaderboard_scores()
+    return (sum(s < score for s in board) + 0.5 * sum(s == score for s in board)) / len(board)
+
+
+def test_wall_clock_timeout(case, limits):
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("timeout_busy_loop.py"),
+                           limits=dataclasses.replace(limits, timeout_s=1.5))
+    assert (record["status"], record["exc_type"], record["reward"]) == ("timeout", "TimeoutError", -0.5)
+    assert 1.5 <= record["exec_time"] < 5
+
+
+def test_sandbox_failure_is_infrastructure(case, limits, tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("crashed.py"),
+                           limits=dataclasses.replace(limits, workspace_root=str(not_a_dir)))
+    assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "InfrastructureError", -1.0)
+
+
+def test_private_answers_are_out_of_reach(case, limits):
+    if not capabilities().namespaces:
+        pytest.skip("no mount namespace here: the sandbox warns that answers are readable")
+    task = load_task("mini-tabular-accuracy")
+    code = case("read_private_answers.py").replace("ANSWERS_PATH", str(task.answers_path))
+    record = evaluate_code(task, code, limits=limits)
+    assert record["status"] == "crashed" and record["exc_type"] in ("PermissionError", "FileNotFoundError")
+    assert task.answers_path.read_text().startswith("id,target")  # the host still sees them
+
+
+def test_no_network_even_to_the_hosts_loopback(case, limits):
+    if not capabilities().namespaces:
+        pytest.skip("no network namespace here")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        code = case("open_socket.py").replace("PORT", str(server.getsockname()[1]))
+        record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nobody connected
+    assert record["status"] == "crashed"
+    assert record["exc_type"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
+
+
+def _node_processes_left():
+    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real >= 1_500_000]
+
+
+def test_fork_bomb_is_contained_and_cleaned_up(case, limits):
+    before = len(psutil.pids())
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("fork_bomb.py"),
+                           limits=dataclasses.replace(limits, timeout_s=2))
+    assert record["status"] in ("timeout", "crashed") and record["reward"] == -0.5
+    time.sleep(0.2)
+    assert len(psutil.pids()) <= before + 3
+    assert _node_processes_left() == []
+
+
+def test_detached_children_are_killed(case, limits):
+    if not capabilities().uid_switch:
+        pytest.skip("needs a uid of its own to find processes that left the group")
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("escape_session.py"), limits=limits)
+    assert record["status"] == "no_submission"
+    time.sleep(0.2)
+    assert _node_processes_left() == []
+
+
+def test_memory_filler_hits_the_limit(case, limits):
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("fill_memory.py"), limits=limits)
+    assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "MemoryError", -0.5)
+    assert record["mem_peak_gi"] < limits.mem_gi + 0.1
+    assert psutil.virtual_memory().available > 2 * 2**30
+
+
+def test_huge_file_is_cut_at_the_size_limit(case, limits):
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("huge_file.py"), limits=limits)
+    assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "OSError", -0.5)
+    assert "File too large" in record["term_tail"]
+    assert list((p for p in __import__("pathlib").Path(limits.workspace_root).iterdir())) == []
+
+
+def test_environment_is_scrubbed(limits, monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    code = ("import os, sys\nprint(sorted(os.environ))\n"
+            "sys.exit(3 if 'SECRET_TOKEN' in os.environ else 0)\n")
+    record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
+    assert record["returncode"] == 0 and "SECRET_TOKEN" not in record["term_tail"]

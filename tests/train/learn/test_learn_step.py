@@ -1,0 +1,67 @@
+import pytest
+import torch
+
+from learn_helpers import optimizer_for, random_samples, tiny_policy
+from train.learn.loss import LossConfig
+from train.learn.step import StepConfig, grpo_step
+from train.learn.timing import PhaseTimer
+
+
+def test_first_step_has_ratio_one_and_zero_kl():
+    policy = tiny_policy()  # fresh adapter: B = 0, so policy == reference
+    metrics = grpo_step(policy, optimizer_for(policy), random_samples(6),
+                        StepConfig(token_budget=40), PhaseTimer())
+    assert metrics["kl"] == 0.0
+    assert metrics["ratio_max"] == 1.0 and metrics["clip_frac"] == 0.0
+    assert metrics["micro_batches"] > 1
+
+
+def test_ratio_is_one_at_the_first_step_even_when_policy_differs_from_reference():
+    policy = tiny_policy(init=False)
+    metrics = grpo_step(policy, optimizer_for(policy), random_samples(6),
+                        StepConfig(token_budget=40), PhaseTimer())
+    assert metrics["ratio_max"] == 1.0
+    assert metrics["kl"] > 0.0
+
+
+def _sgd_delta(budget: int) -> list[torch.Tensor]:
+    policy = tiny_policy(init=False)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    sgd = torch.optim.SGD(params, lr=1.0)
+    cfg = StepConfig(token_budget=budget, max_grad_norm=1e9, logprob_chunk=7,
+                     loss=LossConfig(kl_coef=0.1))
+    grpo_step(policy, sgd, random_samples(8, seed=3), cfg, PhaseTimer())
+    return [b - p.detach() for b, p in zip(before, params)]  # = the gradient
+
+
+def test_one_micro_batch_or_many_give_the_same_gradient():
+    one, many = _sgd_delta(budget=10_000), _sgd_delta(budget=33)
+    assert any(float(g.abs().max()) > 1e-4 for g in one)
+    for a, b in zip(one, many):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_only_the_lora_weights_change():
+    policy = tiny_policy()
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    metrics = grpo_step(policy, optimizer_for(policy), random_samples(6), StepConfig(), PhaseTimer())
+    changed = {n for n, p in policy.named_parameters() if not torch.equal(before[n], p)}
+    assert changed and all("lora_" in n for n in changed)
+    # every adapter B matrix moved (A gets no gradient while B is zero)
+    lora_b = {n for n in before if "lora_B" in n}
+    assert lora_b <= changed
+    assert metrics["grad_norm"] > 0 and metrics["tokens"] == sum(
+        len(s.response_ids) for s in random_samples(6))
+
+
+def test_phases_are_timed_under_the_seed_names():
+    policy = tiny_policy()
+    timer = PhaseTimer()
+    grpo_step(policy, optimizer_for(policy), random_samples(4), StepConfig(), timer)
+    row = timer.row(step=3)
+    assert set(row["phases_s"]) == {"old_log_prob", "ref", "adv", "update_actor"}
+    assert row["step"] == 3 and row["total_s"] >= sum(row["phases_s"].values())
+    with pytest.raises(ValueError, match="unknown phase"):
+        with timer.phase("rollout"):
+            pass

@@ -1,0 +1,58 @@
+"""`train env`: thin commands over :mod:`train.env` (a researcher's view of one task)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.group(name="env")
+def env_group() -> None:
+    """Tasks, sandboxed execution and grading: the trainer's environment."""
+
+
+@env_group.command("check")
+@click.argument("task")
+@click.option("--code", "code_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The solution: a Python script, or a completion with a ```python fence.")
+@click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Wall-clock limit in seconds.")
+@click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="pretty", show_default=True)
+def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, fmt: str) -> None:
+    """Run one solution through the whole path and print its node record."""
+    from train.env.node import check_solution
+
+    record = check_solution(task, code_file.read_text(), tasks_root=tasks_root, timeout_s=timeout)
+    if fmt == "json":
+        click.echo(json.dumps(record, indent=2, default=str))
+    else:
+        _print_pretty(record)
+
+
+@env_group.command("tasks")
+@click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
+def tasks(tasks_root: Path | None) -> None:
+    """List the tasks with their metric and leaderboard size."""
+    from train.env.tasks import describe_tasks
+
+    for line in describe_tasks(tasks_root):
+        click.echo(line)
+
+
+def _print_pretty(record: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None)
+    for key, value in record.items():
+        if key in ("code", "term_tail"):
+            continue
+        table.add_row(f"[bold]{key}[/bold]", json.dumps(value, default=str))
+    console = Console()
+    console.print(table)
+    if record.get("term_tail"):
+        console.rule("term_tail")
+        console.print(record["term_tail"], markup=False, highlight=False)
