@@ -4,14 +4,12 @@ from __future__ import annotations
 import dataclasses
 import socket
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from train.env import LocalExecutor, capabilities, evaluate, evaluate_code, load_task
-
-pytestmark = pytest.mark.timeout(120) if hasattr(pytest.mark, "timeout") else []
-
 
 def fenced(code: str) -> str:
     return f"Plan.\n```python\n{code}```\n"
@@ -126,9 +124,10 @@ def test_detached_children_are_killed(case, limits):
 
 
 def test_memory_filler_hits_the_limit(case, limits):
+    limits = dataclasses.replace(limits, mem_gi=1)
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("fill_memory.py"), limits=limits)
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "MemoryError", -0.5)
-    assert record["mem_peak_gi"] < limits.mem_gi + 0.1
+    assert 0.5 < record["mem_peak_gi"] < limits.mem_gi + 0.1
     assert psutil.virtual_memory().available > 2 * 2**30
 
 
@@ -136,7 +135,7 @@ def test_huge_file_is_cut_at_the_size_limit(case, limits):
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("huge_file.py"), limits=limits)
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "OSError", -0.5)
     assert "File too large" in record["term_tail"]
-    assert list((p for p in __import__("pathlib").Path(limits.workspace_root).iterdir())) == []
+    assert list(Path(limits.workspace_root).iterdir()) == []  # the workspace is gone
 
 
 def test_environment_is_scrubbed(limits, monkeypatch):

@@ -1,7 +1,8 @@
 import torch
 
 from learn_helpers import random_samples, tiny_policy
-from train.learn.logprobs import pack_row, plain_logprobs, row_logprobs
+from train.learn.attention import packed_attention
+from train.learn.logprobs import causal_lm, pack_row, plain_logprobs, row_logprobs
 
 
 def test_chunked_packed_logprobs_equal_the_plain_ones_and_their_grads():
@@ -14,7 +15,8 @@ def test_chunked_packed_logprobs_equal_the_plain_ones_and_their_grads():
     assert entropy.shape == chunked.shape and bool((entropy > 0).all())
 
     params = [p for p in policy.parameters() if p.requires_grad]
-    g_chunked = torch.autograd.grad(chunked.sum(), params)
+    with packed_attention(causal_lm(policy)):  # the checkpointed recompute needs it too
+        g_chunked = torch.autograd.grad(chunked.sum(), params)
     g_plain = torch.autograd.grad(plain.sum(), params)
     for a, b in zip(g_chunked, g_plain):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

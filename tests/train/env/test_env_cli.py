@@ -1,0 +1,48 @@
+"""`train env` through click's CliRunner."""
+from __future__ import annotations
+
+import json
+
+import click
+from click.testing import CliRunner
+
+from train.env.cli import env_group
+
+
+def test_check_prints_the_node_record_as_json(tmp_path):
+    from train.env import load_task
+
+    code = load_task("mini-text-classification").root / "reference_solution.py"
+    result = CliRunner().invoke(env_group, ["check", "mini-text-classification", "--code", str(code),
+                                            "--timeout", "30", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert (record["status"], record["test_metric"], record["source"]) == ("ok", 0.955, "grade")
+    assert 0 <= record["reward"] <= 1
+
+
+def test_check_reads_a_fenced_completion_too(tmp_path):
+    completion = tmp_path / "completion.md"
+    completion.write_text("Plan.\n```python\nraise KeyError('x')\n```\n")
+    result = CliRunner().invoke(env_group, ["check", "mini-tabular-accuracy", "--code", str(completion),
+                                            "--format", "json"])
+    record = json.loads(result.output)
+    assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "KeyError", -0.5)
+
+
+def test_unknown_task_is_one_error_line(tmp_path):
+    from train.cli import main
+
+    code = tmp_path / "s.py"
+    code.write_text("print(1)\n")
+    result = CliRunner().invoke(main, ["env", "check", "no-such-task", "--code", str(code)])
+    assert result.exit_code == 1
+    assert "Error: No task 'no-such-task'" in result.output and "--tasks-root" in result.output
+
+
+def test_every_command_has_help():
+    for name, command in env_group.commands.items():
+        assert command.help, name
+        result = CliRunner().invoke(env_group, [name, "--help"])
+        assert result.exit_code == 0 and "Usage" in result.output
+    assert isinstance(env_group, click.Group) and env_group.name == "env"

@@ -1,0 +1,90 @@
+"""Bundled tasks, the MLE-bench prepared layout, reference solutions and the Ray backend."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from train.env import (LocalExecutor, TaskNotFoundError, bundled_task_names, evaluate, load_task)
+
+SLUGS = ["mini-regression-rmse", "mini-tabular-accuracy", "mini-tabular-logloss", "mini-text-classification"]
+
+
+def test_four_bundled_tasks_with_their_directions():
+    assert bundled_task_names() == SLUGS
+    got = {s: (load_task(s).metric, load_task(s).lower_is_better) for s in SLUGS}
+    assert got == {"mini-regression-rmse": ("rmse", True), "mini-tabular-accuracy": ("accuracy", False),
+                   "mini-tabular-logloss": ("logloss", True), "mini-text-classification": ("accuracy", False)}
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_bundled_task_layout(slug):
+    task = load_task(slug)
+    board = task.leaderboard_scores()
+    assert len(board) == 300
+    assert board == sorted(board, reverse=not task.lower_is_better)  # best first, as MLE-bench
+    names = {p.name for p in task.public_dir.iterdir()}
+    assert names == {"train.csv", "test.csv", "sample_submission.csv"}
+    assert task.answers_path.is_file() and "submission" in task.description
+    assert (task.root / "reference_solution.py").is_file()
+
+
+def test_bundled_tasks_stay_small():
+    root = load_task(SLUGS[0]).root.parent
+    assert sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) < 5 * 2**20
+
+
+def test_reference_solutions_score_ok_mid_table(limits):
+    records = []
+    for slug in SLUGS:
+        task = load_task(slug)
+        code = (task.root / "reference_solution.py").read_text()
+        records += evaluate(task, [f"```python\n{code}```"], LocalExecutor(2), limits)
+    assert [r["status"] for r in records] == ["ok"] * 4
+    # The generator placed each reference 15% of the way below the best team's anchor.
+    assert all(0.3 < r["reward"] < 1.0 for r in records), [r["reward"] for r in records]
+
+
+def test_unknown_task_names_the_known_ones(tmp_path):
+    with pytest.raises(TaskNotFoundError, match="mini-tabular-accuracy"):
+        load_task("nope")
+
+
+def test_mlebench_prepared_layout_with_registry_config(tmp_path):
+    """A real MLE-bench competition: prepared/{public,private}, config.yaml, leaderboard best first."""
+    src = load_task("mini-regression-rmse")
+    task_dir = tmp_path / "mini-regression-rmse"
+    shutil.copytree(src.public_dir, task_dir / "prepared" / "public")
+    shutil.copytree(src.private_dir, task_dir / "prepared" / "private")
+    shutil.copy(src.root / "leaderboard.csv", task_dir)
+    shutil.copy(src.root / "description.md", task_dir)
+    (task_dir / "config.yaml").write_text(
+        "id: mini-regression-rmse\ngrader:\n  name: rmse\n  grade_fn: x:y\n"
+        "dataset:\n  answers: mini-regression-rmse/prepared/private/answers.csv\n")
+    task = load_task("mini-regression-rmse", tmp_path)
+    assert (task.metric, task.lower_is_better, task.answers_file) == ("rmse", True, "answers.csv")
+    assert task.public_dir == task_dir / "prepared" / "public"
+
+
+def test_import_stays_light():
+    code = ("import sys, train.env, train.env.cli; "
+            "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'ray', 'sklearn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_ray_backend_runs_the_same_nodes(limits, case):
+    ray = pytest.importorskip("ray")
+    from train.env import RayExecutor
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        task = load_task("mini-tabular-accuracy")
+        completions = [f"```python\n{case('crashed.py')}```", f"```python\n{case('no_submission.py')}```"]
+        records = evaluate(task, completions, RayExecutor(), limits)
+    finally:
+        ray.shutdown()
+    assert [(r["status"], r["exc_type"]) for r in records] == [("crashed", "ValueError"), ("no_submission", None)]
+    assert all(r["where"].startswith("ray:") for r in records)
