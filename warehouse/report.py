@@ -161,6 +161,10 @@ def _plot_phases(ax, rounds: list[dict]) -> None:
 
 
 def _labels(ax, title: str, xlabel: str, ylabel: str) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    if xlabel != "len(response_token_ids)":
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds and steps are integers
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -83,3 +83,22 @@ def rows(db_url):
     r = Rows(db_url)
     yield r
     r.con.close()
+
+
+def small_warehouse(url: str) -> None:
+    """Two runs (the second resumed from the first), two tasks, timing rows: for CLI tests."""
+    r = Rows(url)
+    r.run("run_a", arm="hr_b")
+    r.run("run_b", arm="hr24k_u6", resumed_from="run_a", resumed_step=1)
+    for run_id, rnd in (("run_a", 1), ("run_a", 2), ("run_b", 2)):
+        for task in ("cactus", "dogs"):
+            r.task_round(run_id, rnd, task, gen_llm_seconds=5.0, gen_exec_seconds=2.0)
+            for i in range(4):
+                ok = i % 2 == 0
+                r.node(run_id, rnd, task, f"{run_id}-{rnd}-{task}-{i}", mode="draft",
+                       status="ok" if ok else "crashed", reward=0.1 * (i + rnd) if ok else -0.5,
+                       sibling_group=f"g{rnd}", n_response_tokens=1000 * (i + 1),
+                       oriented=0.5 + i, test_metric=0.5 + i)
+        r.step(run_id, rnd, 100.0 + rnd, line_no=rnd, update_weights_s=1.0, gen_s=60.0,
+               old_log_prob_s=5.0, ref_s=5.0, adv_s=1.0, update_actor_s=28.0)
+    r.con.close()
