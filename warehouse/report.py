@@ -106,7 +106,7 @@ def _plot_rewards(ax, nodes: list[dict]) -> None:
         for i, values in enumerate(series):
             ax.scatter([i] * len(values), values, s=8, alpha=0.5)
         ax.set_xticks(range(len(rounds)), [str(r) for r in rounds])
-    _labels(ax, "reward distribution per round", "round", "reward")
+    _labels(ax, "reward distribution per round", "round", "reward", integer_x=False)
 
 
 def _plot_rates(ax, metrics: list[dict]) -> None:
@@ -134,7 +134,7 @@ def _plot_response_lengths(ax, nodes: list[dict], cap: int | None) -> None:
         ax.axvline(cap, color="tab:red", linestyle="--", label=f"response cap {cap}")
         ax.legend(fontsize=8)
     title = "response length vs cap" if cap is not None else "response length (arm cap unknown)"
-    _labels(ax, title, "len(response_token_ids)", "nodes")
+    _labels(ax, title, "len(response_token_ids)", "nodes", integer_x=False)
 
 
 def _plot_reward_means(ax, metrics: list[dict]) -> None:
@@ -160,11 +160,11 @@ def _plot_phases(ax, rounds: list[dict]) -> None:
     _labels(ax, title, "step (= round)", "seconds")
 
 
-def _labels(ax, title: str, xlabel: str, ylabel: str) -> None:
+def _labels(ax, title: str, xlabel: str, ylabel: str, integer_x: bool = True) -> None:
     from matplotlib.ticker import MaxNLocator
 
-    if xlabel != "len(response_token_ids)":
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds and steps are integers
+    if integer_x:  # rounds and steps are integers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
