@@ -6,7 +6,8 @@ its own session and process group, through ``_launch.py``, with:
 
 - a wall-clock timeout (``timeout``), and RLIMIT_CPU as a backstop;
 - RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes);
-- a fresh network namespace (no interfaces but a down loopback: no network at all);
+- a fresh network namespace (no interfaces but a down loopback: no network at all) and a pid
+  namespace (when the solution ends, the kernel kills and reaps all it left behind);
 - a mount namespace with an empty read-only tmpfs over the tasks root and the private
   answers, and, when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
   undo the mounts, and every process it leaves behind can be found and killed);
