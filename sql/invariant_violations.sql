@@ -1,0 +1,252 @@
+-- invariant_violations: one row per offending row and invariant (METRICS.md, "Invariant
+-- checks" 1-9). Empty on clean data. The data-quality gate (`warehouse check`) reads the
+-- cross-row checks (3, 7, 8) from this view and evaluates the row-level ones (1, 2, 4, 5, 6,
+-- 9) as native Great Expectations expectations; tests/warehouse/quality proves both agree.
+--
+-- Grain: an offending row is a node (checks 1, 2, 4, 5, 6, 8, 9), a round summary (3) or a
+-- timing row (7). A row that breaks one invariant in several ways appears once, with every
+-- reason in `detail`.
+--   round   : the node's / summary's round; for check 7 the timing row's step (= round)
+--   task    : NULL for check 7
+--   node_id : the node's id; for check 3 the summary's best_node_id when that part fails
+--   detail  : what is wrong, then where: the file path and 1-based line (":0" = whole file)
+-- NULL semantics: a NULL status or source counts as "not ok" / "not grade"; a NULL mode is
+-- "not draft"; a NULL reward, status or mode is a violation. Response caps come from the
+-- run's arm, overridden by runs.overrides.response_cap; no cap means only the length
+-- equality of invariant 4 is checked.
+CREATE OR REPLACE VIEW "invariant_violations" AS
+WITH RECURSIVE
+-- (run_id, ancestor): the run itself and every run it was resumed from, transitively.
+lineage ("run_id", "ancestor") AS (
+    SELECT "run_id", "run_id" FROM "runs"
+    UNION
+    SELECT DISTINCT "run_id", "run_id" FROM "nodes"
+    UNION
+    SELECT l."run_id", r."resumed_from_run"
+    FROM lineage AS l
+    JOIN "runs" AS r ON r."run_id" = l."ancestor"
+    WHERE r."resumed_from_run" IS NOT NULL
+),
+run_caps AS (
+    SELECT
+        r."run_id",
+        COALESCE(
+            TRY_CAST(json_extract_string(r."overrides", '$.response_cap') AS INTEGER),
+            a."response_cap"
+        ) AS "response_cap"
+    FROM "runs" AS r
+    LEFT JOIN "arms" AS a ON a."name" = r."arm"
+),
+node_rows AS (
+    SELECT
+        n.*,
+        c."response_cap",
+        COALESCE(s."path", 'source ' || n."source_id") || ':' || n."line_no" AS "at"
+    FROM "nodes" AS n
+    LEFT JOIN run_caps AS c ON c."run_id" = n."run_id"
+    LEFT JOIN "sources" AS s ON s."source_id" = n."source_id"
+),
+node_reasons AS (
+    -- 1. rewards: [0, 1] when ok, else a sentinel; -0.2 exactly for idle kills.
+    SELECT 1 AS "check_no", "source_id", "line_no", 'reward is NULL' AS "reason"
+    FROM node_rows WHERE "reward" IS NULL
+    UNION ALL
+    SELECT 1, "source_id", "line_no", 'status ok but reward ' || "reward" || ' is outside [0, 1]'
+    FROM node_rows WHERE "status" = 'ok' AND NOT ("reward" BETWEEN 0 AND 1)
+    UNION ALL
+    SELECT 1, "source_id", "line_no",
+           'status ' || COALESCE("status", 'NULL') || ' but reward ' || "reward"
+           || ' is not a sentinel (-0.5, -0.2, -1.0)'
+    FROM node_rows
+    WHERE "status" IS DISTINCT FROM 'ok' AND "reward" NOT IN (-0.5, -0.2, -1.0)
+    UNION ALL
+    SELECT 1, "source_id", "line_no",
+           'exc_type ' || "exc_type" || ' (idle kill) but reward ' || "reward" || ', not -0.2'
+    FROM node_rows
+    WHERE "status" IS DISTINCT FROM 'ok'
+      AND "exc_type" IN ('CpuIdleError', 'GpuIdleError') AND "reward" <> -0.2
+    UNION ALL
+    SELECT 1, "source_id", "line_no",
+           'reward -0.2 but exc_type ' || COALESCE("exc_type", 'NULL') || ' is not an idle kill'
+    FROM node_rows
+    WHERE "status" IS DISTINCT FROM 'ok' AND "reward" = -0.2
+      AND ("exc_type" IS NULL OR "exc_type" NOT IN ('CpuIdleError', 'GpuIdleError'))
+    -- 2. known status and mode; draft exactly when parent_id is NULL.
+    UNION ALL
+    SELECT 2, "source_id", "line_no", 'unknown status ' || COALESCE("status", 'NULL')
+    FROM node_rows
+    WHERE "status" IS NULL OR "status" NOT IN
+        ('ok', 'crashed', 'timeout', 'no_code', 'no_submission', 'invalid_submission')
+    UNION ALL
+    SELECT 2, "source_id", "line_no", 'unknown mode ' || COALESCE("mode", 'NULL')
+    FROM node_rows
+    WHERE "mode" IS NULL OR "mode" NOT IN ('draft', 'improve', 'debug')
+    UNION ALL
+    SELECT 2, "source_id", "line_no",
+           'mode ' || COALESCE("mode", 'NULL') || ' with parent_id ' || COALESCE("parent_id", 'NULL')
+           || ' (draft exactly when parent_id is NULL)'
+    FROM node_rows
+    WHERE COALESCE("mode" = 'draft', FALSE) <> ("parent_id" IS NULL)
+    -- 4. token ids and logprobs of equal length, within the arm's response cap.
+    UNION ALL
+    SELECT 4, "source_id", "line_no",
+           COALESCE(CAST("n_response_tokens" AS VARCHAR), 'NULL') || ' response token ids but '
+           || COALESCE(CAST("n_response_logprobs" AS VARCHAR), 'NULL') || ' logprobs'
+    FROM node_rows
+    WHERE "n_response_tokens" IS DISTINCT FROM "n_response_logprobs"
+    UNION ALL
+    SELECT 4, "source_id", "line_no",
+           "n_response_tokens" || ' response tokens exceed the arm''s cap ' || "response_cap"
+    FROM node_rows
+    WHERE "n_response_tokens" > "response_cap"
+    -- 5. no_code means empty code.
+    UNION ALL
+    SELECT 5, "source_id", "line_no", 'status no_code but code has ' || "code_chars" || ' chars'
+    FROM node_rows
+    WHERE "status" = 'no_code' AND COALESCE("code_chars", 0) <> 0
+    -- 6. graded exactly when test_metric is set; oriented = +/- test_metric.
+    UNION ALL
+    SELECT 6, "source_id", "line_no",
+           'source ' || COALESCE("source", 'NULL') || ' with test_metric '
+           || COALESCE(CAST("test_metric" AS VARCHAR), 'NULL')
+           || ' (source grade exactly when test_metric is set)'
+    FROM node_rows
+    WHERE COALESCE("source" = 'grade', FALSE) <> ("test_metric" IS NOT NULL)
+    UNION ALL
+    SELECT 6, "source_id", "line_no",
+           'oriented ' || COALESCE(CAST("oriented" AS VARCHAR), 'NULL') || ' is not +/- test_metric '
+           || COALESCE(CAST("test_metric" AS VARCHAR), 'NULL')
+    FROM node_rows
+    WHERE abs("oriented") IS DISTINCT FROM abs("test_metric")
+    -- 8. the parent is a node of the same run lineage (the run or a run it resumed from).
+    UNION ALL
+    SELECT 8, n."source_id", n."line_no",
+           'parent_id ' || n."parent_id" || ' names no node of run ' || n."run_id" || ' or its ancestors'
+    FROM node_rows AS n
+    WHERE n."parent_id" IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1
+          FROM lineage AS l
+          JOIN "nodes" AS p ON p."run_id" = l."ancestor" AND p."node_id" = n."parent_id"
+          WHERE l."run_id" = n."run_id"
+      )
+    -- 9. node ids unique within a run: every copy of a repeated id is offending.
+    UNION ALL
+    SELECT 9, "source_id", "line_no", 'node id ' || "node_id" || ' appears ' || "copies" || ' times in run ' || "run_id"
+    FROM (
+        SELECT "source_id", "line_no", "run_id", "node_id",
+               count(*) OVER (PARTITION BY "run_id", "node_id") AS "copies"
+        FROM "nodes"
+    ) AS d
+    WHERE "copies" > 1
+),
+node_violations AS (
+    SELECT
+        r."check_no", n."run_id", n."round", n."task", n."node_id",
+        string_agg(r."reason", '; ' ORDER BY r."reason") || ' at ' || any_value(n."at") AS "detail"
+    FROM node_reasons AS r
+    JOIN node_rows AS n USING ("source_id", "line_no")
+    GROUP BY r."check_no", r."source_id", r."line_no", n."run_id", n."round", n."task", n."node_id"
+),
+-- 3. summaries agree with a recount of their task-round's nodes.
+recount AS (
+    SELECT "run_id", "round", "task", count(*) AS "nodes",
+           count(*) FILTER (WHERE "status" = 'ok') AS "valid"
+    FROM "nodes"
+    GROUP BY "run_id", "round", "task"
+),
+summaries AS (
+    SELECT
+        t.*,
+        COALESCE(c."nodes", 0) AS "recount_nodes",
+        COALESCE(c."valid", 0) AS "recount_valid",
+        COALESCE(s."path", 'source ' || t."summary_source_id") || ':0' AS "at",
+        -- the best node: same task in the run's lineage; any copy with a matching metric counts
+        (SELECT count(*) FROM lineage AS l
+         JOIN "nodes" AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
+                          AND b."task" = t."task"
+         WHERE l."run_id" = t."run_id") AS "best_found",
+        (SELECT count(*) FROM lineage AS l
+         JOIN "nodes" AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
+                          AND b."task" = t."task"
+         WHERE l."run_id" = t."run_id"
+           AND (b."test_metric" IS NULL AND t."best_test_metric" IS NULL
+                OR abs(b."test_metric" - t."best_test_metric")
+                   <= 1e-9 * greatest(1.0, abs(t."best_test_metric")))) AS "best_matches",
+        (SELECT min(b."test_metric") FROM lineage AS l
+         JOIN "nodes" AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
+                          AND b."task" = t."task"
+         WHERE l."run_id" = t."run_id") AS "best_node_metric"
+    FROM "task_rounds" AS t
+    LEFT JOIN recount AS c USING ("run_id", "round", "task")
+    LEFT JOIN "sources" AS s ON s."source_id" = t."summary_source_id"
+    WHERE t."summary_present"
+),
+summary_reasons AS (
+    SELECT "run_id", "round", "task", NULL AS "node_id", "at",
+           'summary.nodes ' || COALESCE(CAST("nodes" AS VARCHAR), 'NULL')
+           || ' but ' || "recount_nodes" || ' node records' AS "reason"
+    FROM summaries WHERE "nodes" IS DISTINCT FROM "recount_nodes"
+    UNION ALL
+    SELECT "run_id", "round", "task", NULL, "at",
+           'summary.valid ' || COALESCE(CAST("valid" AS VARCHAR), 'NULL')
+           || ' but ' || "recount_valid" || ' ok node records'
+    FROM summaries WHERE "valid" IS DISTINCT FROM "recount_valid"
+    UNION ALL
+    SELECT "run_id", "round", "task", "best_node_id", "at",
+           'summary.best_test_metric ' || "best_test_metric" || ' but best_node_id is NULL'
+    FROM summaries WHERE "best_node_id" IS NULL AND "best_test_metric" IS NOT NULL
+    UNION ALL
+    SELECT "run_id", "round", "task", "best_node_id", "at",
+           'best_node_id ' || "best_node_id" || ' names no node of this task in the run''s lineage'
+    FROM summaries WHERE "best_node_id" IS NOT NULL AND "best_found" = 0
+    UNION ALL
+    SELECT "run_id", "round", "task", "best_node_id", "at",
+           'summary.best_test_metric ' || COALESCE(CAST("best_test_metric" AS VARCHAR), 'NULL')
+           || ' but node ' || "best_node_id" || ' has test_metric '
+           || COALESCE(CAST("best_node_metric" AS VARCHAR), 'NULL')
+    FROM summaries WHERE "best_found" > 0 AND "best_matches" = 0
+),
+summary_violations AS (
+    SELECT 3 AS "check_no", "run_id", "round", "task",
+           max("node_id") AS "node_id",
+           string_agg("reason", '; ' ORDER BY "reason") || ' at ' || any_value("at") AS "detail"
+    FROM summary_reasons
+    GROUP BY "run_id", "round", "task"
+),
+-- 7. timing rows: steps strictly increasing in file order; phases sum to total_s.
+timing AS (
+    SELECT
+        t.*,
+        lag(t."step") OVER (PARTITION BY t."source_id" ORDER BY t."line_no") AS "prev_step",
+        abs(COALESCE(t."update_weights_s", 0) + COALESCE(t."gen_s", 0)
+            + COALESCE(t."old_log_prob_s", 0) + COALESCE(t."ref_s", 0) + COALESCE(t."adv_s", 0)
+            + COALESCE(t."update_actor_s", 0) + COALESCE(t."save_checkpoint_s", 0)
+            - t."total_s") AS "phase_sum_gap",
+        COALESCE(s."path", 'source ' || t."source_id") || ':' || t."line_no" AS "at"
+    FROM "steps" AS t
+    LEFT JOIN "sources" AS s ON s."source_id" = t."source_id"
+),
+timing_reasons AS (
+    SELECT "source_id", "line_no", 'step ' || "step" || ' does not follow step ' || "prev_step"
+           || ' (steps must strictly increase)' AS "reason"
+    FROM timing WHERE "step" <= "prev_step"
+    UNION ALL
+    SELECT "source_id", "line_no", 'phase_sum_gap ' || round("phase_sum_gap", 3)
+           || ' s exceeds max(1 s, 1% of total_s ' || "total_s" || ')'
+    FROM timing WHERE "phase_sum_gap" > greatest(1.0, 0.01 * "total_s")
+),
+timing_violations AS (
+    SELECT 7 AS "check_no", t."run_id", t."step" AS "round", NULL AS "task", NULL AS "node_id",
+           string_agg(r."reason", '; ' ORDER BY r."reason") || ' at ' || any_value(t."at") AS "detail"
+    FROM timing_reasons AS r
+    JOIN timing AS t USING ("source_id", "line_no")
+    GROUP BY r."source_id", r."line_no", t."run_id", t."step"
+)
+SELECT "check_no", "run_id", "round", "task", "node_id", "detail" FROM node_violations
+UNION ALL
+SELECT "check_no", "run_id", "round", CAST("task" AS VARCHAR), CAST("node_id" AS VARCHAR), "detail"
+FROM summary_violations
+UNION ALL
+SELECT "check_no", "run_id", "round", CAST("task" AS VARCHAR), CAST("node_id" AS VARCHAR), "detail"
+FROM timing_violations

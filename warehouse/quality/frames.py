@@ -1,0 +1,52 @@
+"""The lean DataFrames the suites validate, produced by DuckDB.
+
+Only the columns the expectations read leave DuckDB: identity, status fields, rewards,
+metrics and the payload *lengths* kept on `nodes`. `node_payloads` (token ids, logprobs,
+prompts) is never read, so the gate's cost scales with the node count, not the bytes.
+"""
+from __future__ import annotations
+
+from warehouse.quality.invariants import CROSS_ROW_CHECKS
+
+#: Columns every frame carries to name an offending row (the report's examples).
+KEY_COLUMNS = ["run_id", "round", "task", "node_id"]
+
+# The response cap as invariant_violations computes it: the run's arm, unless the run's
+# overrides set response_cap. Kept identical to sql/invariant_violations.sql (a test checks
+# that the view and the expectations flag the same rows).
+_NODES_SQL = """
+SELECT
+    n."run_id", n."round", n."task", n."node_id",
+    n."status", n."mode", n."parent_id", n."reward", n."exc_type",
+    n."source", n."test_metric", n."oriented",
+    abs(n."oriented") AS "oriented_abs",
+    abs(n."test_metric") AS "test_metric_abs",
+    n."n_response_tokens", n."n_response_logprobs", n."code_chars",
+    COALESCE(TRY_CAST(json_extract_string(r."overrides", '$.response_cap') AS INTEGER),
+             a."response_cap") AS "response_cap"
+FROM "nodes" AS n
+LEFT JOIN "runs" AS r ON r."run_id" = n."run_id"
+LEFT JOIN "arms" AS a ON a."name" = r."arm"
+WHERE ? IS NULL OR n."run_id" = ?
+ORDER BY n."run_id", n."round", n."task", n."source_id", n."line_no"
+"""
+
+_VIOLATIONS_SQL = """
+SELECT "check_no", "run_id", "round", "task", "node_id", "detail"
+FROM "invariant_violations"
+WHERE list_contains(?, "check_no") AND (? IS NULL OR "run_id" = ?)
+ORDER BY "check_no", "run_id", "round", "task", "node_id", "detail"
+"""
+
+
+def nodes_frame(con, run: str | None = None):
+    """One row per node record, with the run's response cap (NULL when unknown)."""
+    return con.execute(_NODES_SQL, [run, run]).df()
+
+
+def violations_frame(con, run: str | None = None, checks=CROSS_ROW_CHECKS):
+    """The rows of `invariant_violations` for the cross-row checks."""
+    return con.execute(_VIOLATIONS_SQL, [list(checks), run, run]).df()
+
+
+FRAMES = {"nodes": nodes_frame, "violations": violations_frame}

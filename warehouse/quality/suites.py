@@ -1,0 +1,154 @@
+"""The expectation suites, kept as code: one per table family.
+
+* `nodes` (node records): invariants 1, 2, 4, 5, 6 and 9 as native row-level expectations.
+* `summaries` (round summaries): invariant 3.  * `timing` (timing rows): invariant 7.
+* `lineage` (parents across runs): invariant 8.
+
+The last three are cross-row (a recount, a walk of runs.resumed_from_run, file order), so
+DuckDB computes their offending rows in the `invariant_violations` view and the suite
+expects that view to hold no row of that check: the SQL view and the gate agree by
+construction. Every expectation carries `meta.check_no`, METRICS.md's number.
+
+Row conditions use GE's typed `Column` conditions, evaluated by pandas: a NULL compared
+with `!=` or `not in` is True there, so a NULL status counts as "not ok", a NULL mode as
+"not draft", a NULL source as "not grade", as the view's `IS DISTINCT FROM` does.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from warehouse.quality.invariants import (
+    IDLE_EXC_TYPES, IDLE_REWARD, INVARIANTS, MODES, SENTINEL_REWARDS, STATUSES,
+)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    frame: str  # a key of warehouse.quality.frames.FRAMES
+    checks: tuple[int, ...]
+    build: Callable[[], list]  # -> list of GE expectations
+
+    @property
+    def description(self) -> str:
+        return "; ".join(f"{n}. {INVARIANTS[n]}" for n in self.checks)
+
+
+def _meta(check_no: int, description: str) -> dict:
+    return {"meta": {"check_no": check_no}, "description": f"({check_no}) {description}"}
+
+
+def _reward_expectations(gxe, Column) -> list:
+    not_ok = Column("status") != "ok"
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(column="reward", **_meta(1, "every node has a reward")),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="reward", min_value=0, max_value=1, row_condition=Column("status") == "ok",
+            **_meta(1, "an ok node's reward is in [0, 1]")),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="reward", value_set=list(SENTINEL_REWARDS), row_condition=not_ok,
+            **_meta(1, "a node that is not ok has a sentinel reward")),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="reward", value_set=[IDLE_REWARD],
+            row_condition=not_ok & Column("exc_type").is_in(IDLE_EXC_TYPES),
+            **_meta(1, "an idle kill's reward is -0.2")),
+        gxe.ExpectColumnValuesToNotBeNull(
+            column="exc_type", row_condition=not_ok & (Column("reward") == IDLE_REWARD),
+            **_meta(1, "a -0.2 reward names its exc_type")),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="exc_type", value_set=list(IDLE_EXC_TYPES),
+            row_condition=not_ok & (Column("reward") == IDLE_REWARD),
+            **_meta(1, "a -0.2 reward only on an idle kill")),
+    ]
+
+
+def _status_mode_expectations(gxe, Column) -> list:
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(column="status", **_meta(2, "every node has a status")),
+        gxe.ExpectColumnValuesToBeInSet(column="status", value_set=list(STATUSES),
+                                        **_meta(2, "status is a known status")),
+        gxe.ExpectColumnValuesToNotBeNull(column="mode", **_meta(2, "every node has a mode")),
+        gxe.ExpectColumnValuesToBeInSet(column="mode", value_set=list(MODES),
+                                        **_meta(2, "mode is a known mode")),
+        gxe.ExpectColumnValuesToBeNull(column="parent_id", row_condition=Column("mode") == "draft",
+                                       **_meta(2, "a draft has no parent")),
+        gxe.ExpectColumnValuesToNotBeNull(
+            column="parent_id", row_condition=Column("mode") != "draft",
+            **_meta(2, "a node that is not a draft has a parent")),
+    ]
+
+
+def _payload_expectations(gxe, Column) -> list:
+    return [
+        gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="n_response_tokens", column_B="n_response_logprobs",
+            ignore_row_if="both_values_are_missing",
+            **_meta(4, "as many response logprobs as response token ids")),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="response_cap", column_B="n_response_tokens", or_equal=True,
+            ignore_row_if="either_value_is_missing",
+            **_meta(4, "response tokens within the arm's response cap (when known)")),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="code_chars", value_set=[0], row_condition=Column("status") == "no_code",
+            **_meta(5, "a no_code node has empty code")),
+    ]
+
+
+def _grading_expectations(gxe, Column) -> list:
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(
+            column="test_metric", row_condition=Column("source") == "grade",
+            **_meta(6, "a graded node has a test_metric")),
+        gxe.ExpectColumnValuesToBeNull(
+            column="test_metric", row_condition=Column("source") != "grade",
+            **_meta(6, "a node that is not graded has no test_metric")),
+        gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="oriented_abs", column_B="test_metric_abs",
+            ignore_row_if="both_values_are_missing",
+            **_meta(6, "oriented is +/- test_metric (NULL with it)")),
+    ]
+
+
+def _nodes() -> list:
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
+
+    unique_ids = gxe.ExpectCompoundColumnsToBeUnique(
+        column_list=["run_id", "node_id"], **_meta(9, "node ids unique within a run"))
+    return [*_reward_expectations(gxe, Column), *_status_mode_expectations(gxe, Column),
+            *_payload_expectations(gxe, Column), *_grading_expectations(gxe, Column),
+            unique_ids]
+
+
+def _no_violations(check_no: int, what: str) -> Callable[[], list]:
+    def build() -> list:
+        import great_expectations.expectations as gxe
+
+        return [gxe.ExpectColumnValuesToNotBeInSet(
+            column="check_no", value_set=[check_no],
+            **_meta(check_no, f"invariant_violations holds no check {check_no} row: {what}"))]
+
+    return build
+
+
+SUITES: dict[str, Suite] = {
+    "nodes": Suite("nodes", "nodes", (1, 2, 4, 5, 6, 9), _nodes),
+    "summaries": Suite("summaries", "violations", (3,),
+                       _no_violations(3, "summaries agree with their recount")),
+    "timing": Suite("timing", "violations", (7,),
+                    _no_violations(7, "steps increase, phases sum to total_s")),
+    "lineage": Suite("lineage", "violations", (8,),
+                     _no_violations(8, "every parent is a node of the run's lineage")),
+}
+
+
+def get_suites(name: str | None = None) -> list[Suite]:
+    """Every suite, or the one called `name` (a clear error names the known ones)."""
+    if name is None:
+        return list(SUITES.values())
+    if name not in SUITES:
+        from warehouse.errors import TerminalError
+
+        raise TerminalError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}")
+    return [SUITES[name]]
