@@ -1,0 +1,116 @@
+"""One GRPO step on a round's nodes: old_log_prob, ref, adv, update_actor.
+
+`gen`, `update_weights` and `save_checkpoint` belong to the loop (train/run.py) and use the
+same PhaseTimer. The sequences are packed once, so the old log-probs, the reference log-probs
+and the update see identical micro-batches: at the first step the ratio is exactly one.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from train.learn.advantages import grpo_valid_only
+from train.learn.attention import packed_attention
+from train.learn.logprobs import PackedRow, causal_lm, pack_row, row_logprobs
+from train.learn.loss import LossConfig, token_loss_sums
+from train.learn.packing import pack
+from train.learn.timing import PhaseTimer
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One node as the learner sees it."""
+
+    prompt_ids: Sequence[int]
+    response_ids: Sequence[int]
+    reward: float | None
+    sibling_group: str
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    token_budget: int = 36864  # per micro-batch, hard cap; must cover the arm's total cap
+    logprob_chunk: int = 2048  # tokens per output-head chunk
+    max_grad_norm: float = 1.0
+    loss: LossConfig = field(default_factory=LossConfig)
+
+
+@dataclass
+class _Batch:
+    rows: list[PackedRow]
+    advantages: list[torch.Tensor]  # per row, (n,) one value per loss token
+    tokens: int
+
+
+def _build_batch(samples: Sequence[Sample], advantages: Sequence[float], budget: int) -> _Batch:
+    keep = [i for i, s in enumerate(samples) if len(s.response_ids) > 0]
+    lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in keep]
+    rows, advs = [], []
+    for mb in pack(lengths, budget):
+        chosen = [samples[keep[j]] for j in mb.indices]
+        rows.append(pack_row([(s.prompt_ids, s.response_ids) for s in chosen]))
+        advs.append(torch.cat([
+            torch.full((len(s.response_ids),), float(advantages[keep[j]]))
+            for j, s in zip(mb.indices, chosen)
+        ]))
+    return _Batch(rows, advs, sum(len(samples[i].response_ids) for i in keep))
+
+
+@torch.no_grad()
+def _logprobs(policy, rows: list[PackedRow], chunk: int) -> list[torch.Tensor]:
+    policy.eval()
+    return [row_logprobs(policy, row, chunk)[0] for row in rows]
+
+
+def _accumulate(sums: dict, terms: dict) -> None:
+    for key, value in terms.items():
+        value = float(value.detach())
+        if key == "ratio_max":
+            sums[key] = max(sums.get(key, value), value)
+        else:
+            sums[key] = sums.get(key, 0.0) + value
+
+
+def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict:
+    policy.train()
+    optimizer.zero_grad(set_to_none=True)
+    sums: dict[str, float] = {}
+    entropy = 0.0
+    # backward recomputes checkpointed layers: the packed attention must still be in force
+    with packed_attention(causal_lm(policy)):
+        for row, adv, old_lp, ref_lp in zip(batch.rows, batch.advantages, old, ref):
+            logp, ent = row_logprobs(policy, row, cfg.logprob_chunk)
+            terms = token_loss_sums(logp, old_lp, ref_lp, adv.to(logp.device), cfg.loss)
+            (terms["loss"] / batch.tokens).backward()
+            _accumulate(sums, terms)
+            entropy += float(ent.sum())
+    params = [p for p in policy.parameters() if p.requires_grad]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+    optimizer.step()
+    means = {k: v / batch.tokens for k, v in sums.items() if k != "ratio_max"}
+    return {**means, "ratio_max": sums.get("ratio_max", 1.0), "entropy": entropy / batch.tokens,
+            "grad_norm": float(grad_norm)}
+
+
+def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
+              timer: PhaseTimer) -> dict:
+    """Update `policy` (a peft model) on one round's samples; returns the step's metrics."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    with timer.phase("adv"):
+        advantages = grpo_valid_only([s.reward for s in samples], [s.sibling_group for s in samples])
+    batch = _build_batch(samples, advantages, cfg.token_budget)
+    if batch.tokens == 0:
+        return {"tokens": 0, "micro_batches": 0, "skipped": "no response tokens"}
+    with timer.phase("old_log_prob"):
+        old = _logprobs(policy, batch.rows, cfg.logprob_chunk)
+    with timer.phase("ref"), policy.disable_adapter():
+        ref = _logprobs(policy, batch.rows, cfg.logprob_chunk)
+    with timer.phase("update_actor"):
+        metrics = _update(policy, optimizer, batch, old, ref, cfg)
+    peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+    return {**metrics, "tokens": batch.tokens, "micro_batches": len(batch.rows),
+            "peak_mem_gib": peak, "lr": optimizer.param_groups[0]["lr"],
+            "nonzero_advantages": sum(1 for a in advantages if a != 0.0)}

@@ -1,0 +1,42 @@
+"""Wall-clock seconds per phase, under the seeds' phase names (a `steps` row)."""
+from __future__ import annotations
+
+import contextlib
+import time
+
+PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint")
+
+
+def _sync() -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+class PhaseTimer:
+    """`with timer.phase("ref"): ...`; repeated phases add up. GPU work is synchronized."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        if name not in PHASES:
+            raise ValueError(f"unknown phase {name!r}; phases are {', '.join(PHASES)}")
+        _sync()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            _sync()
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def row(self, step: int) -> dict:
+        """The step as a timing.jsonl row: {"step", "total_s", "phases_s"}."""
+        return {"step": step, "total_s": time.perf_counter() - self._start,
+                "phases_s": dict(self.seconds)}
