@@ -43,9 +43,17 @@ drafts AS (
 timing AS (
     SELECT *,
            count(*) OVER (PARTITION BY "run_id", "step") AS "timing_rows",
-           coalesce("update_weights_s", 0) + coalesce("gen_s", 0) + coalesce("old_log_prob_s", 0)
-             + coalesce("ref_s", 0) + coalesce("adv_s", 0) + coalesce("update_actor_s", 0)
-             + coalesce("save_checkpoint_s", 0) AS "phase_sum_s"
+           -- every phase counts: a row with a phase the table has no column for keeps its
+           -- whole phases_s object in extra, so sum that object's numbers instead
+           CASE WHEN json_type("extra", '$.phases_s') = 'OBJECT'
+                THEN list_sum(list_transform(
+                         json_extract("extra", '$.phases_s.*'),
+                         lambda v: CASE WHEN json_type(v) IN ('BIGINT', 'UBIGINT', 'DOUBLE')
+                                   THEN CAST(v AS DOUBLE) END))
+                ELSE coalesce("update_weights_s", 0) + coalesce("gen_s", 0)
+                     + coalesce("old_log_prob_s", 0) + coalesce("ref_s", 0) + coalesce("adv_s", 0)
+                     + coalesce("update_actor_s", 0) + coalesce("save_checkpoint_s", 0)
+           END AS "phase_sum_s"
     FROM "steps"
     QUALIFY row_number() OVER (PARTITION BY "run_id", "step"
                                ORDER BY "source_id" DESC, "line_no" DESC) = 1
