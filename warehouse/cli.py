@@ -142,6 +142,7 @@ def _register_subcommands() -> None:
 # (module, click command) pairs; each module must import light.
 _PLUGINS: list[tuple[str, str]] = [
     ("warehouse.metrics_cli", "metrics"), ("warehouse.metrics_cli", "report"), ("warehouse.metrics_cli", "export"),
+    ("warehouse.quality.cli", "check"),
 ]
 
 _register_subcommands()

@@ -54,14 +54,21 @@ def run_checks(url: str, run: str | None = None, suite: str | None = None,
     """
     suites = get_suites(suite)
     frames = load_frames(url, run, {s.frame for s in suites})
+    outcomes = validate_frames(frames, suites, examples, docs_dir)
+    docs_index = str(Path(docs_dir).resolve() / "index.html") if docs_dir is not None else None
+    return CheckReport(outcomes, run, docs_index)
+
+
+def validate_frames(frames: dict, suites: list[Suite], examples: int | None = 5,
+                    docs_dir: str | Path | None = None) -> list[Outcome]:
+    """Run each suite over its frame (`frames[suite.frame]`), in one GE context."""
     context = _context(docs_dir)
     outcomes: list[Outcome] = []
     for s in suites:
         result = _validate(context, s, frames[s.frame], examples, docs=docs_dir is not None)
         outcomes.extend(_outcomes(s, result))
     outcomes.sort(key=lambda o: o.check_no)  # stable: GE's order within a check
-    docs_index = str(Path(docs_dir).resolve() / "index.html") if docs_dir is not None else None
-    return CheckReport(outcomes, run, docs_index)
+    return outcomes
 
 
 def load_frames(url: str, run: str | None, names) -> dict:

@@ -12,6 +12,7 @@ NULL), or `-- expect: none`.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -154,10 +155,23 @@ def case_files() -> list[Path]:
     return sorted(CASES_DIR.glob("*.sql"))
 
 
+@pytest.fixture(scope="session")
+def clean_template(tmp_path_factory) -> Path:
+    """The clean warehouse, migrated and filled once per session."""
+    from warehouse.migrate import init_db
+
+    path = tmp_path_factory.mktemp("quality") / "clean.duckdb"
+    init_db(f"duckdb:///{path}")
+    build_clean(f"duckdb:///{path}")
+    return path
+
+
 @pytest.fixture
-def clean_url(db_url) -> str:
-    build_clean(db_url)
-    return db_url
+def clean_url(clean_template, tmp_path) -> str:
+    """A private copy of the clean warehouse (copying beats migrating for every test)."""
+    path = tmp_path / "wh.duckdb"
+    shutil.copyfile(clean_template, path)
+    return f"duckdb:///{path}"
 
 
 def plant(url: str, sql: str) -> None:
