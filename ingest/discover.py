@@ -1,0 +1,178 @@
+"""Walk a data root (DATA.md layout) into runs and the files to load, without reading them.
+
+The walk has a fixed depth (root / run / round_<N> / file, and wandb_exports / <run> / file),
+so a symlink loop cannot recurse: it shows up as an unreadable entry and becomes a problem
+row, like a dangling file link. A dangling *run* link is a LOST run, reported, not fatal.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warehouse.errors import TerminalError
+
+ROUND_DIR = re.compile(r"^round_(\d+)$")
+NODE_FILE = re.compile(r"^(?P<task>.+?)__(?P<ts>\d+)\.jsonl$")
+SUMMARY_FILE = re.compile(r"^(?P<task>.+?)__summary_(?P<ts>\d+)\.json$")
+TREE_FILE = re.compile(r"^(?P<task>.+?)__(?P<ts>\d+)__tree\.txt$")
+TRANSCRIPT_FILE = re.compile(r"^(?P<task>.+?)__(?P<ts>\d+)__transcript\.md$")
+WANDB_FILES = {"config.json": "wandb_config", "history.jsonl": "wandb_history",
+               "summary.json": "wandb_summary"}
+WANDB_DIR = "wandb_exports"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    run_id: str
+    path: str
+    lost: bool = False
+    target: str | None = None  # where a LOST run's link points
+
+
+@dataclass(frozen=True)
+class FileJob:
+    path: str
+    kind: str   # nodes | summary | tree | transcript | timing | wandb_config | wandb_history | wandb_summary
+    size: int
+    mtime_ns: int
+    run_id: str | None = None
+    round: int | None = None
+    task: str | None = None
+    wandb_run: str | None = None
+
+    @property
+    def round_path(self) -> str | None:
+        return os.path.dirname(self.path) if self.round is not None else None
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    reason: str
+    run_id: str | None = None
+
+
+@dataclass
+class Layout:
+    root: str
+    runs: list[RunDir] = field(default_factory=list)
+    files: list[FileJob] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # directories that are not runs
+
+
+def discover(root: str | os.PathLike) -> Layout:
+    """Every run, file and unreadable entry under `root`."""
+    root_path = Path(os.path.abspath(root))
+    if not root_path.is_dir():
+        raise TerminalError(f"data root {root_path} is not a directory. Pass the folder that "
+                            "holds the run directories.")
+    layout = Layout(str(root_path))
+    for entry in _entries(root_path, layout):
+        if entry.name.startswith("."):
+            continue
+        if entry.name == WANDB_DIR:
+            _walk_wandb(Path(entry.path), layout)
+        else:
+            _walk_run_entry(entry, layout)
+    return layout
+
+
+def _entries(path: Path, layout: Layout, run_id: str | None = None) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        layout.problems.append(Problem(str(path), _os_reason(exc), run_id))
+        return []
+
+
+def _stat(entry: os.DirEntry, layout: Layout, run_id: str | None) -> os.stat_result | None:
+    try:
+        return os.stat(entry.path)
+    except OSError as exc:
+        layout.problems.append(Problem(entry.path, _os_reason(exc), run_id))
+        return None
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symlink loop: the link points back at itself; remove or fix the link"
+    if exc.errno == errno.ENOENT:
+        return "dangling symlink: its target does not exist"
+    if exc.errno == errno.EACCES:
+        return "permission denied: make it readable to this user"
+    return f"unreadable: {exc.strerror or exc}"
+
+
+def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
+    run_id = entry.name
+    if entry.is_symlink() and not os.path.exists(entry.path):
+        try:
+            os.stat(entry.path)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                layout.problems.append(Problem(entry.path, _os_reason(exc), run_id))
+                return
+        layout.runs.append(RunDir(run_id, entry.path, lost=True, target=os.readlink(entry.path)))
+        return
+    if not entry.is_dir():
+        return  # README.md, FILES.txt, images
+    children = _entries(Path(entry.path), layout, run_id)
+    names = {c.name for c in children}
+    if not any(ROUND_DIR.match(n) for n in names) and "timing.jsonl" not in names:
+        layout.skipped.append(entry.path)
+        return
+    layout.runs.append(RunDir(run_id, entry.path))
+    for child in children:
+        match = ROUND_DIR.match(child.name)
+        if match:
+            _walk_round(child, int(match.group(1)), run_id, layout)
+        elif child.name == "timing.jsonl":
+            _add_file(child, layout, kind="timing", run_id=run_id)
+        elif child.name == WANDB_DIR and child.is_dir():
+            _walk_wandb(Path(child.path), layout)
+
+
+def _walk_round(entry: os.DirEntry, rnd: int, run_id: str, layout: Layout) -> None:
+    if _stat(entry, layout, run_id) is None:
+        return
+    for child in _entries(Path(entry.path), layout, run_id):
+        kind, task = classify(child.name)
+        if kind:
+            _add_file(child, layout, kind=kind, run_id=run_id, round=rnd, task=task)
+
+
+def classify(name: str) -> tuple[str | None, str | None]:
+    """(kind, task) of a file in a round directory; (None, None) for anything else."""
+    for kind, pattern in (("summary", SUMMARY_FILE), ("tree", TREE_FILE),
+                          ("transcript", TRANSCRIPT_FILE), ("nodes", NODE_FILE)):
+        match = pattern.match(name)
+        if match:
+            return kind, match.group("task")
+    if name.endswith(".jsonl"):  # a node file named without a timestamp
+        return "nodes", name[: -len(".jsonl")].split("__")[0]
+    return None, None
+
+
+def _walk_wandb(path: Path, layout: Layout) -> None:
+    for run_entry in _entries(path, layout):
+        if not run_entry.is_dir():
+            continue
+        for child in _entries(Path(run_entry.path), layout):
+            kind = WANDB_FILES.get(child.name)
+            if kind:
+                _add_file(child, layout, kind=kind, wandb_run=run_entry.name)
+
+
+def _add_file(entry: os.DirEntry, layout: Layout, **job) -> None:
+    st = _stat(entry, layout, job.get("run_id"))
+    if st is None:
+        return
+    if not os.path.isfile(entry.path):
+        layout.problems.append(Problem(entry.path, "not a regular file", job.get("run_id")))
+        return
+    layout.files.append(FileJob(entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns, **job))

@@ -1,0 +1,169 @@
+"""Land normalized lines in the schema: one source at a time, inside the caller's transaction.
+
+Two steps. `stage` runs the shared normalization (`normalize.py`) over a batch of sources at
+once (one query plan per batch, not per file) into temp tables. Then one `land_*` call per
+source, each in its own transaction, inserts the rows that passed, writes an `ingest_errors`
+row for every rejected or noteworthy line, and updates the derived rows. The file walker
+(`pipeline.py`) and the trainer's record API (`records.py`) both go through here.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ingest import derive
+from ingest.lines import RawLines, explain_json_error
+from ingest.normalize import SUMMARY_FIELDS, normalize
+from ingest.sources import Source, record_errors
+from warehouse.db import quote_identifier as qi
+
+NODE_COLUMNS = (
+    "node_id", "step", "record_round", "exp_id", "parent_id", "sibling_group", "mode", "plan",
+    "exc_type", "exec_time", "term_tail", "is_buggy", "status", "grade_error", "test_metric",
+    "oriented", "reward", "source", "n_children", "resources_cpu", "resources_mem",
+    "resources_ephemeral", "resources_gpu", "decl_malformed", "decl_miss_reason",
+    "decl_deps_ignored", "where", "exec_pending_s", "exec_stage_s", "exec_exec_s",
+    "exec_retrieve_s", "gpu_util", "depth", "returncode", "parent_oriented", "parent_P",
+    "parent_P_evidence", "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
+    "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name", "kube_node",
+    "schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra",
+)
+PAYLOAD_COLUMNS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
+                   "response_logprobs")
+STEP_COLUMNS = ("step", "total_s", "update_weights_s", "gen_s", "old_log_prob_s", "ref_s",
+                "adv_s", "update_actor_s", "save_checkpoint_s", "extra")
+SUMMARY_COLUMNS = tuple(f.column for f in SUMMARY_FIELDS) + ("extra",)
+STAGED_KIND = {"nodes": "node", "summary": "summary", "timing": "timing",
+               "wandb_history": "history", "wandb_config": "history",
+               "wandb_summary": "history", "train_round": "node", "train_summary": "summary",
+               "train_steps": "timing"}
+
+
+@dataclass
+class Staged:
+    """What `stage` learned per batch key: rows that may land, and reasons per line."""
+
+    rows: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    errors: dict[int, dict[int, str]] = field(default_factory=lambda: defaultdict(dict))
+    notes: dict[int, dict[int, str]] = field(default_factory=lambda: defaultdict(dict))
+
+    def reasons(self, key: int) -> dict[int, str]:
+        """Rejections and notes of one source, one reason string per line."""
+        out = dict(self.errors[key])
+        for line_no, note in self.notes[key].items():
+            out[line_no] = f"{out[line_no]}; {note}" if line_no in out else note
+        return out
+
+
+def stage(con, kind: str, batch: list[tuple[int, RawLines]]) -> Staged:
+    """Normalize a batch of (key, lines) of one record kind into `_lines` / `_typed`."""
+    import pyarrow as pa
+
+    table = pa.concat_tables([raw.arrow(key) for key, raw in batch])
+    con.register("_raw", table)
+    try:
+        normalize(con, kind)
+    finally:
+        con.unregister("_raw")
+    staged = Staged()
+    for key, raw in batch:
+        staged.notes[key].update(raw.notes)
+    _collect(con, staged, kind)
+    return staged
+
+
+def _collect(con, staged: Staged, kind: str) -> None:
+    for key, n in con.execute("SELECT key, count(*) FROM _typed WHERE reject_reason IS NULL "
+                              "GROUP BY key").fetchall():
+        staged.rows[key] = n
+    bad = con.execute("SELECT key, line_no, error, CASE WHEN error = 'not valid JSON' THEN line "
+                      "END FROM _lines WHERE error IS NOT NULL").fetchall()
+    for key, line_no, error, text in bad:
+        staged.errors[key][line_no] = explain_json_error(text) or error
+    for key, line_no, reason in con.execute("SELECT key, line_no, reject_reason FROM _typed "
+                                            "WHERE reject_reason IS NOT NULL").fetchall():
+        staged.errors[key][line_no] = reason
+    if kind == "node":
+        _note_duplicate_ids(con, staged)
+
+
+def _note_duplicate_ids(con, staged: Staged) -> None:
+    """Repeated node ids are kept (invariant 9 reports them) and noted on the later lines."""
+    dups = con.execute("SELECT key, node_id, list(line_no ORDER BY line_no) FROM _typed "
+                       "WHERE reject_reason IS NULL GROUP BY key, node_id "
+                       "HAVING count(*) > 1").fetchall()
+    for key, node_id, lines in dups:
+        for line_no in lines[1:]:
+            staged.notes[key][line_no] = (f"kept: duplicate id {node_id!r} (first at line "
+                                          f"{lines[0]}); invariant 9 reports it")
+
+
+def drop_staged(con) -> None:
+    for name in ("_lines", "_typed"):
+        con.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+# --- landing one source ----------------------------------------------------------------------
+
+def land_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
+    """A task-round's node records -> nodes + node_payloads (+ groups, task_round, round)."""
+    run_id, rnd, task = source.run_id, source.round, source.task
+    cols = ", ".join(qi(c) for c in NODE_COLUMNS)
+    con.execute(f"INSERT INTO nodes (source_id, line_no, run_id, round, task, {cols}) "
+                f"SELECT ?, line_no, ?, ?, ?, {cols} FROM _typed "
+                "WHERE key = ? AND reject_reason IS NULL",
+                [source.source_id, run_id, rnd, task, key])
+    payload = ", ".join(qi("p_" + c) for c in PAYLOAD_COLUMNS)
+    con.execute(f"INSERT INTO node_payloads (source_id, line_no, {', '.join(PAYLOAD_COLUMNS)}) "
+                f"SELECT ?, line_no, {payload} FROM _typed "
+                "WHERE key = ? AND reject_reason IS NULL", [source.source_id, key])
+    derive.refresh_sibling_groups(con, run_id, rnd, task)
+    derive.upsert_task_round(con, run_id, rnd, task,
+                             {"node_file_present": True, "node_source_id": source.source_id})
+    derive.upsert_round(con, run_id, rnd, round_path)
+    record_errors(con, source, staged.reasons(key))
+
+
+def land_summary(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
+    """A task-round summary -> the summary fields of its task_rounds row."""
+    row = con.execute(f"SELECT {', '.join(qi(c) for c in SUMMARY_COLUMNS)} FROM _typed "
+                      "WHERE key = ? AND reject_reason IS NULL", [key]).fetchone()
+    values = dict(zip(SUMMARY_COLUMNS, row or [None] * len(SUMMARY_COLUMNS)))
+    values.update(summary_present=row is not None, summary_source_id=source.source_id)
+    derive.upsert_task_round(con, source.run_id, source.round, source.task, values)
+    derive.upsert_round(con, source.run_id, source.round, round_path)
+    record_errors(con, source, staged.reasons(key))
+
+
+def land_timing(con, source: Source, key: int, staged: Staged) -> None:
+    """timing.jsonl -> steps (one row per line; repeated steps are kept for the checks)."""
+    cols = ", ".join(qi(c) for c in STEP_COLUMNS)
+    con.execute(f"INSERT INTO steps (source_id, line_no, run_id, {cols}) "
+                f"SELECT ?, line_no, ?, {cols} FROM _typed "
+                "WHERE key = ? AND reject_reason IS NULL", [source.source_id, source.run_id, key])
+    record_errors(con, source, staged.reasons(key))
+
+
+def land_wandb_history(con, source: Source, key: int, staged: Staged, wandb_run: str) -> None:
+    con.execute("INSERT INTO wandb_history (source_id, line_no, wandb_run, step, row) "
+                "SELECT ?, line_no, ?, step, row FROM _typed "
+                "WHERE key = ? AND reject_reason IS NULL", [source.source_id, wandb_run, key])
+    record_errors(con, source, staged.reasons(key))
+
+
+def land_wandb_object(con, source: Source, key: int, staged: Staged, wandb_run: str,
+                      column: str) -> None:
+    """config.json or summary.json -> wandb_runs.config / .summary."""
+    row = con.execute("SELECT row FROM _typed WHERE key = ? AND reject_reason IS NULL",
+                      [key]).fetchone()
+    con.execute("INSERT INTO wandb_runs (wandb_run) VALUES (?) ON CONFLICT DO NOTHING",
+                [wandb_run])
+    con.execute(f"UPDATE wandb_runs SET {qi(column)} = ?, {qi(column + '_source_id')} = ? "
+                "WHERE wandb_run = ?", [row[0] if row else None, source.source_id, wandb_run])
+    record_errors(con, source, staged.reasons(key))
+
+
+def mark_rendered(con, source: Source, flag: str, round_path: str | None) -> None:
+    """tree.txt / transcript.md: not row data, only a has_tree / has_transcript flag."""
+    derive.upsert_task_round(con, source.run_id, source.round, source.task, {flag: True})
+    derive.upsert_round(con, source.run_id, source.round, round_path)

@@ -1,0 +1,314 @@
+"""The one normalization: raw JSON text per line -> typed rows, as SQL that DuckDB runs.
+
+Files and the trainer's in-memory records take the same road: each is turned into a relation
+`(line_no, line, pre_error)` of raw JSON text (a file's lines, or `json.dumps` of each dict,
+registered as an Arrow table), and the SELECTs built here type it. So a record loaded by the
+trainer and the same record read back from a file land identically.
+
+Each record kind (node, summary, timing row, W&B history row) is a list of `Field`s. A field
+is *strict* when the metrics depend on it: a wrong JSON type (or NaN/Infinity in a number)
+rejects the line with a reason naming the field. Other fields are lenient: a value that fits
+no typed column leaves the column NULL and is kept verbatim in `extra`, with every unknown key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from warehouse.db import quote_identifier as qi
+
+MAX_REASONS = 3  # a line's reason lists at most this many field problems
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str                 # the JSON key
+    column: str | None       # the typed column (None: payload-only or flattened)
+    kind: str                # str | id | int | float | bool | json | ints | floats | dict
+    strict: bool = False     # wrong type rejects the line
+    required: bool = False   # missing or null rejects the line
+    parts: tuple[tuple[str, str], ...] = field(default=())  # dict: (sub key, column)
+
+
+def _f(key, kind, column=None, **kw) -> Field:
+    return Field(key, key if column is None else column, kind, **kw)
+
+
+NODE_FIELDS: tuple[Field, ...] = (
+    _f("id", "id", "node_id", strict=True, required=True),
+    _f("step", "int", strict=True),
+    _f("round", "int", "record_round", strict=True),
+    _f("exp_id", "str"),
+    _f("parent_id", "id", strict=True),
+    _f("sibling_group", "id", strict=True),
+    _f("mode", "str", strict=True),
+    _f("plan", "str"),
+    _f("code", "str", "", strict=True),
+    _f("raw_completion", "str", ""),
+    _f("thinking", "str", ""),
+    _f("prompt_messages", "json", ""),
+    _f("response_token_ids", "ints", "", strict=True),
+    _f("response_logprobs", "floats", "", strict=True),
+    _f("exc_type", "str"),
+    _f("exec_time", "float"),
+    _f("term_tail", "str"),
+    _f("is_buggy", "bool"),
+    _f("status", "str", strict=True),
+    _f("grade_error", "str"),
+    _f("test_metric", "float", strict=True),
+    _f("oriented", "float", strict=True),
+    _f("reward", "float", strict=True),
+    _f("source", "str"),
+    _f("n_children", "int"),
+    # schema B
+    Field("resources", None, "dict", parts=(("cpu", "resources_cpu"), ("mem", "resources_mem"),
+                                            ("ephemeral", "resources_ephemeral"),
+                                            ("gpu", "resources_gpu"))),
+    _f("decl_malformed", "bool"),
+    _f("decl_miss_reason", "str"),
+    _f("decl_deps_ignored", "bool"),
+    _f("where", "str"),
+    Field("exec_timings", None, "dict", parts=(("pending", "exec_pending_s"),
+                                               ("stage", "exec_stage_s"),
+                                               ("exec", "exec_exec_s"),
+                                               ("retrieve", "exec_retrieve_s"))),
+    _f("gpu_util", "float"),
+    # schema C
+    _f("depth", "int"),
+    _f("returncode", "int"),
+    _f("parent_oriented", "float"),
+    _f("parent_P", "float"),
+    _f("parent_P_evidence", "json"),
+    _f("improve_delta", "float"),
+    _f("group_best", "bool"),
+    _f("medal", "str"),
+    _f("attempt", "int"),
+    _f("cpu_util_mean", "float"),
+    _f("cpu_util_peak", "float"),
+    _f("gpu_util_peak", "float"),
+    _f("gpu_mem_used_gi", "float"),
+    _f("mem_peak_gi", "float"),
+    _f("gpu_name", "str"),
+    _f("kube_node", "str"),
+)
+SCHEMA_B_KEYS = ("resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where",
+                 "exec_timings", "gpu_util")
+SCHEMA_C_KEYS = ("depth", "returncode", "parent_oriented", "parent_P", "parent_P_evidence",
+                 "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
+                 "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name",
+                 "kube_node")
+PAYLOAD_KEYS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
+                "response_logprobs")
+
+SUMMARY_FIELDS: tuple[Field, ...] = (
+    _f("exp_id", "str"), _f("round", "int", "summary_round"), _f("model", "str"),
+    _f("exec_backend", "str"), _f("adapter_path", "str"), _f("nodes", "int"),
+    _f("valid", "int"), _f("buffer_nodes", "int"), _f("expansions", "int"), _f("phase", "str"),
+    _f("best_test_metric", "float"), _f("best_node_id", "id"),
+    _f("honest_test_metric", "float"), _f("rollout_file", "str"), _f("workspace", "str"),
+    _f("gen_llm_seconds", "float"), _f("gen_exec_seconds", "float"),
+)
+
+PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor",
+          "save_checkpoint")
+TIMING_FIELDS: tuple[Field, ...] = (
+    _f("step", "int", strict=True, required=True),
+    _f("total_s", "float", strict=True),
+    Field("phases_s", None, "dict", parts=tuple((p, f"{p}_s") for p in PHASES)),
+)
+
+HISTORY_FIELDS: tuple[Field, ...] = ()  # a history row is kept whole; its step is read below
+
+
+# --- SQL building ----------------------------------------------------------------------------
+# Three layers keep the expression trees small (DuckDB plans them in milliseconds):
+#   _rec   -> raw:   each field's JSON text (`k__j`) and JSON type (`k__t`), parsed once
+#   raw    -> typed: each field's typed value, named after its column
+#   typed  -> final: derived lengths, `extra` and `reject_reason` from the layers above
+
+def _structure(fields: tuple[Field, ...]) -> str:
+    """The json_transform structure: big arrays typed directly, everything else as JSON text."""
+    parts = []
+    for f in fields:
+        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]"}.get(f.kind, "JSON")
+        parts.append(f'"{f.key}": "{typ}"')
+    return "{" + ", ".join(parts) + "}"
+
+
+def _j(f: Field) -> str:
+    return qi(f.key + "__j")
+
+
+def _t(f: Field) -> str:
+    return qi(f.key + "__t")
+
+
+def _out(f: Field) -> str:
+    return qi(f.column or "p_" + f.key)
+
+
+def _raw_columns(f: Field) -> list[str]:
+    src = f"r.{qi(f.key)}"
+    if f.kind in ("ints", "floats"):
+        # json_transform gives NULL for a non-array: look at the line only in that rare case.
+        kind = (f"CASE WHEN {src} IS NULL AND list_contains(keys, '{f.key}') "
+                f"THEN json_type(line, '$.\"{f.key}\"') END")
+    else:
+        kind = f"json_type({src})"
+    return [f"{src} AS {_j(f)}", f"{kind} AS {_t(f)}"]
+
+
+def _value(f: Field) -> str:
+    """The typed value of a field (NULL when the JSON type does not fit)."""
+    j, t = _j(f), _t(f)
+    num = f"TRY_CAST({j} AS DOUBLE)"
+    return {
+        "str": f"CASE WHEN {t} = 'VARCHAR' THEN json_extract_string({j}, '$') END",
+        "id": (f"CASE WHEN {t} = 'VARCHAR' THEN json_extract_string({j}, '$') "
+               f"WHEN {t} IN ('BIGINT', 'UBIGINT') THEN CAST({j} AS VARCHAR) END"),
+        "int": (f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT') OR ({t} = 'DOUBLE' AND {num} = "
+                f"floor({num})) THEN TRY_CAST({j} AS INTEGER) END"),
+        "float": (f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND isfinite({num}) "
+                  f"THEN {num} END"),
+        "bool": f"CASE WHEN {t} = 'BOOLEAN' THEN CAST({j} AS BOOLEAN) END",
+        "json": f"CASE WHEN {t} <> 'NULL' THEN {j} END",
+        "ints": j,
+        "floats": j,
+    }[f.kind]
+
+
+def _dict_parts(f: Field) -> list[str]:
+    j, t = _j(f), _t(f)
+    cols = []
+    for sub, col in f.parts:
+        path = f"'$.\"{sub}\"'"
+        cols.append(f"CASE WHEN {t} = 'OBJECT' AND json_type({j}, {path}) IN "
+                    f"('BIGINT', 'UBIGINT', 'DOUBLE') THEN TRY_CAST(json_extract({j}, {path}) "
+                    f"AS DOUBLE) END AS {qi(col)}")
+    return cols
+
+
+def _misfit(f: Field) -> str:
+    """True when the key is present, not null, and its value did not fit the typed column."""
+    j, t = _j(f), _t(f)
+    if f.kind in ("ints", "floats"):
+        return f"(coalesce({t} <> 'NULL', false) OR list_count({j}) <> len({j}))"
+    if f.kind == "json":
+        return "false"
+    if f.kind == "dict":
+        known = ", ".join(f"'{k}'" for k, _ in f.parts)
+        parts = ", ".join(qi(col) for _, col in f.parts)
+        subs = ", ".join(f"'{k}'" for k, _ in f.parts)
+        return (f"({t} IS NOT NULL AND {t} <> 'NULL' AND ({t} <> 'OBJECT' OR "
+                f"len(list_filter(json_keys({j}), lambda k: k NOT IN ({known}))) > 0 OR "
+                f"len(list_filter(json_type({j}, list_transform([{subs}], lambda k: '$.' || k)),"
+                f" lambda x: x IS NOT NULL AND x NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')))"
+                f" > 0))")
+    return f"({t} IS NOT NULL AND {t} <> 'NULL' AND {_out(f)} IS NULL)"
+
+
+def _reason(fields: tuple[Field, ...]) -> str:
+    """A readable list of the strict problems of a line; NULL when it may land."""
+    checks = []
+    for f in fields:
+        if f.required:
+            checks.append(f"CASE WHEN {_t(f)} IS NULL OR {_t(f)} = 'NULL' THEN "
+                          f"'missing {f.key}' END")
+        if f.strict:
+            want = {"str": "a string", "id": "a string", "int": "an integer",
+                    "float": "a finite number", "ints": "a list of integers",
+                    "floats": "a list of numbers"}[f.kind]
+            got = ("'wrong element types'" if f.kind in ("ints", "floats")
+                   else f"CASE WHEN {_t(f)} = 'DOUBLE' THEN 'NaN/Infinity/out of range' "
+                   f"ELSE lower({_t(f)}) END")
+            checks.append(f"CASE WHEN {_misfit(f)} THEN '{f.key} is ' || {got} || "
+                          f"', expected {want}' END")
+    checks.append("CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate keys' END")
+    return f"NULLIF(concat_ws('; ', {', '.join(checks)}), '')"
+
+
+def _extra(fields: tuple[Field, ...]) -> str:
+    """Unknown keys, plus lenient values that fit no typed column, as one JSON object."""
+    known = ", ".join(f"'{f.key}'" for f in fields)
+    unknown = (f"list_transform(list_filter(list_distinct(keys), lambda k: k NOT IN ({known})), "
+               "lambda k: {'k': k, 'v': json_extract(line, '$.\"' || replace(k, '\"', '\\\"') "
+               "|| '\"')})")
+    misfits = [f"CASE WHEN {_misfit(f)} THEN {{'k': '{f.key}', 'v': {_j(f)}}} END"
+               for f in fields if not f.strict and f.kind != "json"]
+    kept = f"list_filter([{', '.join(misfits)}], lambda e: e IS NOT NULL)" if misfits else "[]"
+    entries = f"list_concat({unknown}, {kept})"
+    return (f"CASE WHEN len({entries}) > 0 THEN "
+            f"CAST(to_json(map_from_entries({entries})) AS JSON) END")
+
+
+def _schema_kind() -> str:
+    c = ", ".join(f"'{k}'" for k in SCHEMA_C_KEYS)
+    b = ", ".join(f"'{k}'" for k in SCHEMA_B_KEYS)
+    return (f"CASE WHEN list_has_any(keys, [{c}]) THEN 'C' "
+            f"WHEN list_has_any(keys, [{b}]) THEN 'B' ELSE 'A' END AS schema_kind")
+
+
+FIELDS = {"node": NODE_FIELDS, "summary": SUMMARY_FIELDS, "timing": TIMING_FIELDS}
+
+
+@lru_cache(maxsize=None)
+def typed_select(kind: str) -> str:
+    """The SELECT that types relation `_rec(line_no, line, r, keys)` for one record kind."""
+    fields = FIELDS[kind]
+    raw = [c for f in fields for c in _raw_columns(f)]
+    typed = [c for f in fields for c in (_dict_parts(f) if f.kind == "dict"
+                                         else [f"{_value(f)} AS {_out(f)}"])]
+    final = ["* EXCLUDE (line, keys)", f"{_extra(fields)} AS extra", f"{_reason(fields)} AS reject_reason"]
+    if kind == "node":
+        final += [_schema_kind(), "len(p_response_token_ids) AS n_response_tokens",
+                  "len(p_response_logprobs) AS n_response_logprobs",
+                  "length(p_code) AS code_chars"]
+    return (f"WITH raw AS (SELECT key, line_no, line, keys, {', '.join(raw)} FROM _rec),\n"
+            f"typed AS (SELECT *, {', '.join(typed)} FROM raw)\n"
+            f"SELECT {', '.join(final)} FROM typed")
+
+
+@lru_cache(maxsize=None)
+def parse_select(kind: str) -> str:
+    """The SELECT that parses valid object lines of `_lines` into `_rec`."""
+    if kind == "history":
+        return ("SELECT key, line_no, line, NULL AS r, json_keys(line) AS keys FROM _lines "
+                "WHERE error IS NULL")
+    return (f"SELECT key, line_no, line, json_transform(line, '{_structure(FIELDS[kind])}') "
+            "AS r, json_keys(line) AS keys FROM _lines WHERE error IS NULL")
+
+
+CLASSIFY_SELECT = """
+SELECT key, line_no, line,
+  CASE WHEN pre_error IS NOT NULL THEN pre_error
+       WHEN NOT json_valid(line) THEN 'not valid JSON'
+       WHEN NOT starts_with(ltrim(line), '{') THEN 'not a JSON object'
+  END AS error
+FROM _raw
+"""
+
+
+def normalize(con, kind: str) -> None:
+    """Type the registered relation `_raw(key, line_no, line, pre_error)` into temp tables.
+
+    `key` tells the sources of one batch apart. `_lines(key, line_no, line, error)` keeps
+    every line with its parse error (NULL when it parsed); `_typed` holds one row per parsed
+    line with typed columns, `extra` and `reject_reason`. Works inside or outside the
+    caller's transaction.
+    """
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _lines AS {CLASSIFY_SELECT}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _rec AS {parse_select(kind)}")
+    if kind == "history":
+        con.execute("CREATE OR REPLACE TEMP TABLE _typed AS SELECT key, line_no, "
+                    "TRY_CAST(coalesce(json_extract(line, '$._step'), json_extract(line, "
+                    "'$.step')) AS INTEGER) AS step, CAST(line AS JSON) AS row, "
+                    "CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate keys' "
+                    "END AS reject_reason FROM _rec")
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {typed_select(kind)}")
+    con.execute("DROP TABLE _rec")
+
+
+def drop_temp(con) -> None:
+    for name in ("_lines", "_typed", "_rec"):
+        con.execute(f"DROP TABLE IF EXISTS {name}")

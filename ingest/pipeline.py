@@ -1,0 +1,313 @@
+"""`warehouse ingest`: data roots -> warehouse, one file per transaction.
+
+Incremental and idempotent: a file whose size and mtime match its `sources` row is skipped
+without reading; a file with a new mtime is hashed and skipped when the content hash matches;
+a changed file replaces its rows. A crash or Ctrl-C leaves every file fully in or fully out
+(the open transaction rolls back) and the next run picks up where this one stopped.
+Memory is bounded by the largest single file, never by the root.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ingest import load
+from ingest.discover import FileJob, Layout, Problem, discover
+from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
+from ingest.manifest import infer_entry, load_manifests
+from ingest.derive import upsert_task_round
+from ingest.sources import content_hash, known_sources, open_source, record_errors, touch_source
+
+EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
+
+
+@dataclass
+class IngestReport:
+    roots: list[str] = field(default_factory=list)
+    runs: int = 0
+    files_total: int = 0
+    files_loaded: int = 0
+    files_skipped: int = 0
+    files_failed: int = 0
+    rows: int = 0
+    rows_rejected: int = 0       # over every file of the roots, skipped ones included
+    bytes_total: int = 0
+    bytes_read: int = 0
+    lost_runs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one line each: file, line, reason
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REJECTED if self.rows_rejected or self.files_failed else EXIT_OK
+
+
+Progress = Callable[[FileJob, int, int], None]  # (job, bytes, rows) after each file
+
+
+BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds memory)
+ROW_KINDS = ("nodes", "summary", "timing", "wandb_history", "wandb_config", "wandb_summary")
+RENDERED = ("tree", "transcript")
+
+
+def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | None = None,
+                 max_line_bytes: int = MAX_LINE_BYTES, batch_bytes: int = BATCH_BYTES,
+                 layouts: list[Layout] | None = None) -> IngestReport:
+    """Ingest every root into the warehouse at `db_url` (which must be at schema head)."""
+    from warehouse.db import connect
+    from warehouse.migrate import require_head
+
+    manifests = load_manifests(manifest_files)
+    layouts = layouts if layouts is not None else [discover(root) for root in roots]
+    report = IngestReport(roots=[layout.root for layout in layouts])
+    jobs = [job for layout in layouts for job in layout.files]
+    report.files_total, report.bytes_total = len(jobs), sum(job.size for job in jobs)
+    with connect(db_url) as con:
+        require_head(con, db_url)
+        _transaction(con, lambda: register_runs(con, layouts, manifests, report))
+        walker = _Walker(con, report, progress, max_line_bytes)
+        for layout in layouts:
+            for problem in layout.problems:
+                walker.problem(problem)
+        walker.rendered([job for job in jobs if job.kind in RENDERED])
+        for kind in ROW_KINDS:
+            for batch in _batches([job for job in jobs if job.kind == kind], batch_bytes):
+                walker.batch(kind, batch)
+    return report
+
+
+def _batches(jobs: list[FileJob], batch_bytes: int):
+    batch, size = [], 0
+    for job in jobs:
+        if batch and size + job.size > batch_bytes:
+            yield batch
+            batch, size = [], 0
+        batch.append(job)
+        size += job.size
+    if batch:
+        yield batch
+
+
+def _transaction(con, work: Callable):
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = work()
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return result
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestReport) -> None:
+    """A runs row per run directory found, plus the LOST runs the applying manifests name."""
+    from ingest.derive import upsert_run
+
+    on_disk = {run.run_id: run for layout in layouts for run in layout.runs}
+    applying = {manifests[r]["manifest"] for r in on_disk if r in manifests}
+    for run_id, run in sorted(on_disk.items()):
+        entry = manifests.get(run_id)
+        if entry is None:
+            entry = infer_entry(run_id)
+            report.warnings.append(
+                f"run {run_id} has no manifest entry: ingested as kind {entry['kind']!r} with "
+                "arm unknown; add it with --manifest FILE")
+        upsert_run(con, _run_row(run_id, entry, lost=run.lost, path=run.path))
+        if run.lost:
+            report.lost_runs.append(run_id)
+            report.warnings.append(f"run {run_id} is LOST: {run.path} is a dangling symlink "
+                                   f"(-> {run.target}); recorded with lost = true")
+    for run_id, entry in sorted(manifests.items()):
+        if entry["lost"] and run_id not in on_disk and entry["manifest"] in applying:
+            upsert_run(con, _run_row(run_id, entry, lost=True, path=None))
+            report.lost_runs.append(run_id)
+            report.warnings.append(f"run {run_id} is LOST (per {entry['manifest']}); "
+                                   "recorded with lost = true")
+    report.runs = len(on_disk)
+
+
+def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:
+    keys = ("question_id", "arm", "kind", "wandb_run", "resumed_from", "model", "notes",
+            "overrides", "seed")
+    return {"run_id": run_id, "lost": lost, "source_path": path,
+            **{k: entry.get(k) for k in keys}}
+
+
+# --- files ---------------------------------------------------------------------------------
+
+class _Walker:
+    """Loads files batch by batch; each file lands in its own transaction."""
+
+    def __init__(self, con, report: IngestReport, progress: Progress | None, max_line_bytes: int):
+        self.con, self.report, self.progress = con, report, progress
+        self.max_line_bytes = max_line_bytes
+        self.known = known_sources(con)
+        self.next_id = max((v[0] for v in self.known.values()), default=0) + 1
+
+    def claim(self, path: str) -> tuple[int, bool]:
+        if path in self.known:
+            return self.known[path][0], True
+        self.next_id += 1
+        return self.next_id - 1, False
+
+    def read(self, job: FileJob) -> tuple[bytes, str] | None:
+        """(data, hash) when the file must be loaded; None when skipped or failed."""
+        prev = self.known.get(job.path)
+        if prev and prev[1] == job.size and prev[2] == job.mtime_ns and prev[3] and prev[5] is None:
+            return self._skip(job, prev)
+        try:
+            with open(job.path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            return self.fail(job, f"unreadable: {exc.strerror or exc}")
+        digest = content_hash(data)
+        self.report.bytes_read += len(data)
+        if prev and prev[3] == digest and prev[5] is None:
+            _transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
+            return self._skip(job, prev)
+        return data, digest
+
+    def _skip(self, job: FileJob, prev: tuple) -> None:
+        self.report.files_skipped += 1
+        self.report.rows_rejected += prev[4] or 0
+        self._tick(job, 0)
+        return None
+
+    def _tick(self, job: FileJob, rows: int) -> None:
+        if self.progress:
+            self.progress(job, job.size, rows)
+
+    # row files
+    def batch(self, kind: str, jobs: list[FileJob]) -> None:
+        todo = [(job, *got) for job in jobs if (got := self.read(job)) is not None]
+        if not todo:
+            return
+        try:
+            staged = load.stage(self.con, load.STAGED_KIND[kind],
+                                [(key, self._lines(job, data)) for key, (job, data, _) in
+                                 enumerate(todo)])
+        except Exception as exc:  # noqa: BLE001 - find the one file that breaks the batch
+            if len(todo) == 1:
+                self.fail(todo[0][0], f"could not load: {_first_line(exc)}")
+                return
+            for job, _, _ in todo:
+                self.batch(kind, [job])
+            return
+        for key, (job, _, digest) in enumerate(todo):
+            self.land(job, key, staged, digest)
+        load.drop_staged(self.con)
+
+    def _lines(self, job: FileJob, data: bytes):
+        if job.kind in ("summary", "wandb_config", "wandb_summary"):
+            return whole_text(data)
+        return split_lines(data, self.max_line_bytes)
+
+    def land(self, job: FileJob, key: int, staged, digest: str) -> None:
+        source_id, existed = self.claim(job.path)
+        rows, rejected = staged.rows[key], len(staged.errors[key])
+
+        def work():
+            source = open_source(self.con, source_id=source_id, existed=existed, path=job.path,
+                                 kind=job.kind, run_id=job.run_id, round=job.round,
+                                 task=job.task, size_bytes=job.size, mtime_ns=job.mtime_ns,
+                                 digest=digest, rows=rows, rejected=rejected)
+            _land(self.con, job, source, key, staged)
+
+        try:
+            _transaction(self.con, work)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one bad file must not stop the root
+            self.fail(job, f"could not load: {_first_line(exc)}")
+            return
+        self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, rejected, None)
+        self.report.files_loaded += 1
+        self.report.rows += rows
+        self.report.rows_rejected += rejected
+        for line_no, reason in sorted(staged.errors[key].items())[:MAX_REPORTED_LINES]:
+            self.report.errors.append(f"{job.path}:{line_no}: {reason}")
+        self._tick(job, rows)
+
+    # rendered views: no rows, so all of them in one transaction
+    def rendered(self, jobs: list[FileJob]) -> None:
+        todo = [(job, *got) for job in jobs if (got := self.read(job)) is not None]
+
+        def work():
+            for job, _, digest in todo:
+                source_id, existed = self.claim(job.path)
+                source = open_source(self.con, source_id=source_id, existed=existed,
+                                     path=job.path, kind=job.kind, run_id=job.run_id,
+                                     round=job.round, task=job.task, size_bytes=job.size,
+                                     mtime_ns=job.mtime_ns, digest=digest)
+                flag = "has_tree" if job.kind == "tree" else "has_transcript"
+                load.mark_rendered(self.con, source, flag, job.round_path)
+
+        if todo:
+            _transaction(self.con, work)
+        for job, _, digest in todo:
+            self.known[job.path] = (self.claim(job.path)[0], job.size, job.mtime_ns, digest, 0,
+                                    None)
+            self.report.files_loaded += 1
+            self._tick(job, 0)
+
+    # whole-file failures
+    def fail(self, job: FileJob, reason: str) -> None:
+        self.report.files_failed += 1
+        self.report.errors.append(f"{job.path}: {reason}")
+        self._tick(job, 0)
+        if (self.known.get(job.path) or (None,) * 6)[5] == reason:
+            return None  # recorded exactly so last time: leave the warehouse as it is
+
+        def work():
+            source_id, existed = self.claim(job.path)
+            source = open_source(self.con, source_id=source_id, existed=existed, path=job.path,
+                                 kind=job.kind, run_id=job.run_id, round=job.round,
+                                 task=job.task, size_bytes=job.size, mtime_ns=job.mtime_ns,
+                                 error=reason)
+            record_errors(self.con, source, {0: reason})
+            if job.kind == "nodes":  # the task-round was seen, even if its file is unreadable
+                upsert_task_round(self.con, job.run_id, job.round, job.task,
+                                  {"node_file_present": True})
+            return source_id
+
+        source_id = _transaction(self.con, work)
+        self.known[job.path] = (source_id, job.size, job.mtime_ns, None, 0, reason)
+        return None
+
+    def problem(self, problem: Problem) -> None:
+        job = FileJob(problem.path, "unreadable", 0, 0, run_id=problem.run_id)
+        self.report.files_total += 1
+        self.fail(job, problem.reason)
+
+
+def _land(con, job: FileJob, source, key: int, staged) -> None:
+    if job.kind == "nodes":
+        load.land_nodes(con, source, key, staged, job.round_path)
+    elif job.kind == "summary":
+        load.land_summary(con, source, key, staged, job.round_path)
+    elif job.kind == "timing":
+        load.land_timing(con, source, key, staged)
+    elif job.kind == "wandb_history":
+        load.land_wandb_history(con, source, key, staged, job.wandb_run)
+    else:
+        column = "config" if job.kind == "wandb_config" else "summary"
+        load.land_wandb_object(con, source, key, staged, job.wandb_run, column)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+MAX_REPORTED_LINES = 20
+
+
+def rel(path: str, roots: list[str]) -> str:
+    """A path relative to the root it came from, for short messages."""
+    for root in roots:
+        if path.startswith(root + os.sep):
+            return path[len(root) + 1:]
+    return path
