@@ -7,17 +7,18 @@ frozen inputs need no requires_grad hack), the KV cache off during training.
 from __future__ import annotations
 
 VISION_MODULES = r".*(visual|vision_tower|vision_model|image_encoder).*"
+VISION_HINT = "vis"  # only models with vision modules need the exclusion
 
 
 def add_lora(model, rank: int, alpha: int, init: bool | str = True):
     """Wrap `model` in a peft LoRA adapter; only the adapter's weights require grad."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(
-        r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules="all-linear",
-        exclude_modules=VISION_MODULES, init_lora_weights=init, task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, config)
+    kwargs = dict(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules="all-linear",
+                  init_lora_weights=init, task_type="CAUSAL_LM")
+    if any(VISION_HINT in name for name, _ in model.named_modules()):
+        kwargs["exclude_modules"] = VISION_MODULES  # peft >= 0.14
+    return get_peft_model(model, LoraConfig(**kwargs))
 
 
 def _save_attention_policy():
@@ -73,3 +74,46 @@ def make_optimizer(policy, lr: float):
     import torch
 
     return torch.optim.AdamW(adapter_parameters(policy), lr=lr, weight_decay=0.0)
+
+
+def mixed_precision(policy):
+    """bf16 compute for a bf16 base with fp32 adapter weights (peft's default).
+
+    peft casts each LoRA input to the adapter's fp32 dtype, which on a 36864-token row costs
+    an fp32 copy of the activations per adapted layer (memory and time). Under bf16 autocast
+    with that cast turned off, the adapter matmuls run in bf16 from the fp32 master weights.
+    A no-op for an fp32 base (CPU). Keep it on for backward too: the checkpointed recompute
+    reads the modules' flags.
+    """
+    import contextlib
+
+    import torch
+
+    from train.learn.logprobs import causal_lm
+
+    head = causal_lm(policy).get_output_embeddings().weight
+    if head.dtype not in (torch.bfloat16, torch.float16):
+        return contextlib.nullcontext()
+    return _autocast_without_input_casts(policy, head.device.type, head.dtype)
+
+
+def _autocast_without_input_casts(policy, device_type, dtype):
+    import contextlib
+
+    import torch
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    @contextlib.contextmanager
+    def ctx():
+        layers = [m for m in policy.modules() if isinstance(m, BaseTunerLayer)]
+        saved = [getattr(m, "cast_input_dtype_enabled", True) for m in layers]
+        try:
+            for m in layers:
+                m.cast_input_dtype_enabled = False
+            with torch.autocast(device_type=device_type, dtype=dtype):
+                yield
+        finally:
+            for m, flag in zip(layers, saved):
+                m.cast_input_dtype_enabled = flag
+
+    return ctx()

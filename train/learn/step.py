@@ -14,6 +14,7 @@ import torch
 from train.learn.advantages import grpo_valid_only
 from train.learn.attention import packed_attention
 from train.learn.logprobs import PackedRow, causal_lm, pack_row, row_logprobs
+from train.learn.lora import mixed_precision
 from train.learn.loss import LossConfig, token_loss_sums
 from train.learn.packing import pack
 from train.learn.timing import PhaseTimer
@@ -61,7 +62,8 @@ def _build_batch(samples: Sequence[Sample], advantages: Sequence[float], budget:
 @torch.no_grad()
 def _logprobs(policy, rows: list[PackedRow], chunk: int) -> list[torch.Tensor]:
     policy.eval()
-    return [row_logprobs(policy, row, chunk)[0] for row in rows]
+    with mixed_precision(policy):
+        return [row_logprobs(policy, row, chunk)[0] for row in rows]
 
 
 def _accumulate(sums: dict, terms: dict) -> None:
@@ -79,7 +81,7 @@ def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict
     sums: dict[str, float] = {}
     entropy = 0.0
     # backward recomputes checkpointed layers: the packed attention must still be in force
-    with packed_attention(causal_lm(policy)):
+    with packed_attention(causal_lm(policy)), mixed_precision(policy):
         for row, adv, old_lp, ref_lp in zip(batch.rows, batch.advantages, old, ref):
             logp, ent = row_logprobs(policy, row, cfg.logprob_chunk)
             terms = token_loss_sums(logp, old_lp, ref_lp, adv.to(logp.device), cfg.loss)

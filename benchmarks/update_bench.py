@@ -1,0 +1,259 @@
+"""update_actor throughput, MFU and peak memory: our GRPO update against plain transformers+peft.
+
+Random-init Qwen3-like models (no downloads; speed does not depend on the values), LoRA r32
+all-linear, bf16. Each measurement is one sequence of T tokens (the arm's "sequence of the
+full total cap"), loss on every token.
+
+* ours:  train.learn.step.grpo_step (old_log_prob, ref, adv, update_actor), packed SDPA
+         attention, chunked fp32 log-probs over the vocab, gradient checkpointing; variants
+         `full` (every layer checkpointed), `sac` (selective: attention outputs saved, so the
+         recompute skips the attention kernel), `keepK` (the last K layers not checkpointed),
+         `cudnn` (force the cuDNN SDPA backend).
+* plain: policy(input_ids, labels=input_ids).loss.backward() + AdamW step, gradient
+         checkpointing on, the model's default (sdpa) attention.
+
+MFU = model FLOPs / time / 989e12 (H200 dense bf16 peak), model FLOPs per step =
+4 * N * T + 6 * n_layers * (n_heads * head_dim) * sum(L_i^2), N = all base parameters
+(embeddings included, as in the issue's plain figure), L_i the packed sequence lengths
+(causal attention: forward 2 L^2 d per layer, backward twice that). 4N, not 6N: the base is
+frozen, so backward computes activation gradients only. Recompute is not counted.
+
+Example (GPU):  python benchmarks/update_bench.py --configs 8b,1.5b --out results.jsonl
+Example (CPU):  python benchmarks/update_bench.py --configs tiny --device cpu --tokens 64,128
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+PEAK_BF16 = 989e12
+QWEN3 = dict(head_dim=128, vocab_size=151936, rope_theta=1e6, max_position_embeddings=131072,
+             rms_norm_eps=1e-6)
+CONFIGS = {
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=4096,
+                 tie_word_embeddings=False),
+    # Qwen2.5-1.5B's shape (1.54B parameters, tied embeddings)
+    "1.5b": dict(QWEN3, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                 num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True),
+    # Qwen3-8B's shape (8.19B parameters)
+    "8b": dict(QWEN3, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+               num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False),
+}
+
+
+def build_policy(name: str, device: str, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM
+
+    from train.learn.lora import add_lora
+
+    try:
+        from transformers import Qwen3Config as Config
+    except ImportError:  # older transformers: Qwen2 has the same shape knobs
+        from transformers import Qwen2Config as Config
+    config = Config(**CONFIGS[name])
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config)
+    finally:
+        torch.set_default_dtype(previous)
+    model.to(dtype)
+    n_params = sum(p.numel() for p in model.parameters())
+    return add_lora(model, rank=32, alpha=32), config, n_params
+
+
+def model_flops(config, n_params: int, lengths) -> float:
+    d_attn = config.num_attention_heads * config.head_dim
+    return 4 * n_params * sum(lengths) + 6 * config.num_hidden_layers * d_attn * sum(L * L for L in lengths)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _reset_memory(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak_gib(device: str) -> float | None:
+    return torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None
+
+
+def _attention_backend(variant: str):
+    if "cudnn" not in variant:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.CUDNN_ATTENTION])
+
+
+def _prepare(policy, mode: str, variant: str) -> None:
+    from train.learn.lora import prepare_for_training
+
+    keep = int(variant.split("keep")[1].split("-")[0]) if "keep" in variant else 0
+    prepare_for_training(policy, selective=(mode == "ours" and "sac" in variant), keep_layers=keep)
+
+
+def ours_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
+    from train.learn.step import Sample, StepConfig, grpo_step
+    from train.learn.timing import PhaseTimer
+
+    g = torch.Generator().manual_seed(tokens)
+    ids = torch.randint(0, vocab, (tokens,), generator=g).tolist()
+    # one sequence of T tokens plus a 2-token sibling with another reward (non-zero advantage)
+    samples = [Sample(ids[:1], ids[1:], 1.0, "g"), Sample(ids[:1], ids[1:2], 0.0, "g")]
+    timer = PhaseTimer()
+    with _attention_backend(variant):
+        metrics = grpo_step(policy, optimizer, samples, StepConfig(token_budget=tokens + 2), timer)
+    lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
+    return {"update_s": timer.seconds["update_actor"], "step_s": sum(timer.seconds.values()),
+            "lengths": lengths, "kl": metrics.get("kl")}
+
+
+def plain_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
+    g = torch.Generator().manual_seed(tokens)
+    device = next(policy.parameters()).device
+    ids = torch.randint(0, vocab, (1, tokens), generator=g).to(device)
+    policy.train()
+    t0 = time.perf_counter()
+    loss = policy(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    _sync(str(device))
+    seconds = time.perf_counter() - t0
+    return {"update_s": seconds, "step_s": seconds, "lengths": [tokens]}
+
+
+def measure(policy, optimizer, config, n_params, mode, tokens, variant, device, steps, warmup) -> dict:
+    step = ours_step if mode == "ours" else plain_step
+    _prepare(policy, mode, variant)
+    row = {"mode": mode, "variant": variant if mode == "ours" else "plain", "tokens": tokens}
+    oom = False
+    _reset_memory(device)
+    error = None
+    try:
+        runs = [step(policy, optimizer, tokens, config.vocab_size, variant) for _ in range(warmup + steps)]
+    except torch.OutOfMemoryError:
+        oom = True
+    except Exception as exc:  # one broken variant must not cost the other figures
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if error:
+        optimizer.zero_grad(set_to_none=True)
+        row.update(oom=False, error=error)
+        _reset_memory(device)
+        return row
+    if oom:
+        optimizer.zero_grad(set_to_none=True)
+        row.update(oom=True, peak_gib=_peak_gib(device))
+        _reset_memory(device)
+        return row
+    timed = runs[warmup:]
+    update_s = sorted(r["update_s"] for r in timed)[len(timed) // 2]
+    flops = model_flops(config, n_params, timed[0]["lengths"])
+    row.update(oom=False, update_s=round(update_s, 3), step_s=round(timed[-1]["step_s"], 3),
+               tokens_per_s=round(tokens / update_s, 1),
+               mfu=round(flops / update_s / PEAK_BF16, 4), peak_gib=_peak_gib(device),
+               tflops=round(flops / update_s / 1e12, 1))
+    return row
+
+
+def run_config(name, args) -> list[dict]:
+    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
+    policy, config, n_params = build_policy(name, args.device, dtype)
+    from train.learn.lora import make_optimizer
+
+    optimizer = make_optimizer(policy, 1e-5)
+    print(f"# {name}: {n_params / 1e9:.3f}B base parameters", flush=True)
+    main_variant = args.variants[0]
+    plan = [("ours", t, main_variant) for t in args.tokens + args.ours_only_tokens]
+    plan += [("ours", t, v) for t in args.variant_tokens for v in args.variants[1:]]
+    plan += [("plain", t, "plain") for t in args.plain_tokens]
+
+    def order(item):
+        mode, tokens, variant = item
+        first = args.priority.index(tokens) if tokens in args.priority else 99
+        return first, 0 if variant == main_variant else 1 if mode == "plain" else 2
+
+    plan.sort(key=order)
+    rows = []
+    for mode, tokens, variant in plan:
+        long = tokens > args.long_tokens
+        row = measure(policy, optimizer, config, n_params, mode, tokens, variant, args.device,
+                      steps=1 if long else args.steps, warmup=args.warmup)
+        row.update(config=name, n_params=n_params)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    del policy, optimizer
+    _reset_memory(args.device)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | step | variant | tokens | update s | tokens/s | MFU | peak GiB |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        peak = f"{r['peak_gib']:.1f}" if r.get("peak_gib") is not None else "-"
+        if r.get("error"):
+            lines.append(f"| {r['config']} | {r['mode']} | {r['variant']} | {r['tokens']} | error | - | - | - |")
+        elif r["oom"]:
+            lines.append(f"| {r['config']} | {r['mode']} | {r['variant']} | {r['tokens']} | OOM | - | - | {peak} |")
+        else:
+            lines.append(f"| {r['config']} | {r['mode']} | {r['variant']} | {r['tokens']} | {r['update_s']} "
+                         f"| {r['tokens_per_s']:.0f} | {100 * r['mfu']:.1f}% | {peak} |")
+    return "\n".join(lines)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", default="8b,1.5b")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tokens", type=_ints, default=_ints("12288,24576,36864"))
+    p.add_argument("--ours-only-tokens", type=_ints, default=_ints("65536"))
+    p.add_argument("--plain-tokens", type=_ints, default=_ints("12288,24576,36864,45056"))
+    p.add_argument("--variants", default="sac", help="comma list: full, sac, sac-keep12, sac-cudnn, "
+                   "...; the first at every token count, the others at --variant-tokens only")
+    p.add_argument("--variant-tokens", type=_ints, default=_ints("36864"))
+    p.add_argument("--priority", type=_ints, default=_ints("36864,65536,45056"),
+                   help="token counts measured first (results are written as they come)")
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--long-tokens", type=int, default=30000, help="above this, one timed step")
+    p.add_argument("--out", default=None, help="append one JSON line per measurement")
+    args = p.parse_args(argv)
+    args.variants = args.variants.split(",")
+    if args.device.startswith("cuda"):
+        import transformers
+
+        print(f"# torch {torch.__version__}, transformers {transformers.__version__}, "
+              f"{torch.cuda.get_device_name()}", flush=True)
+    rows = [r for name in args.configs.split(",") for r in run_config(name, args)]
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
