@@ -311,3 +311,14 @@ def rel(path: str, roots: list[str]) -> str:
         if path.startswith(root + os.sep):
             return path[len(root) + 1:]
     return path
+
+
+def build_demo(db_url: str, out_dir, seed: int = 0, progress: Progress | None = None
+               ) -> IngestReport:
+    """`warehouse demo`: create or upgrade the warehouse, write the sample root, ingest it."""
+    from ingest.sample import write_sample_root
+    from warehouse.migrate import init_db
+
+    init_db(db_url)
+    root = write_sample_root(out_dir, seed=seed)
+    return ingest_roots(db_url, [root], progress=progress)
