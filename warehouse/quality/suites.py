@@ -127,7 +127,7 @@ def _no_violations(check_no: int, what: str) -> Callable[[], list]:
 
         return [gxe.ExpectColumnValuesToNotBeInSet(
             column="check_no", value_set=[check_no],
-            **_meta(check_no, f"invariant_violations holds no check {check_no} row: {what}"))]
+            **_meta(check_no, f"{what} (no check {check_no} row in invariant_violations)"))]
 
     return build
 
