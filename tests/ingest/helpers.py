@@ -6,12 +6,15 @@ from pathlib import Path
 import duckdb
 
 
-def make_db(tmp_path: Path, name: str = "wh.duckdb") -> str:
-    from warehouse.migrate import init_db
+_TEMPLATE: list[Path] = []  # set once per session by conftest's `_db_template`
 
-    url = f"duckdb:///{tmp_path / name}"
-    init_db(url)
-    return url
+
+def make_db(tmp_path: Path, name: str = "wh.duckdb") -> str:
+    """A fresh warehouse at schema head: a copy of one migrated template (migrations are slow)."""
+    import shutil
+
+    shutil.copy(_TEMPLATE[0], tmp_path / name)
+    return f"duckdb:///{tmp_path / name}"
 
 
 def rows(url: str, sql: str, params=None) -> list[tuple]:

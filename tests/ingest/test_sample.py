@@ -28,13 +28,15 @@ def _caps() -> dict[str, int | None]:
     return out
 
 
-def test_sample_is_deterministic(tmp_path):
-    a = write_sample_root(tmp_path / "a", seed=3)
-    b = write_sample_root(tmp_path / "b", seed=3)
+def test_sample_is_deterministic(tmp_path, sample_root):
+    a = sample_root
+    b = write_sample_root(tmp_path / "b", seed=0)
     files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files_a == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     for rel in files_a:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    other = write_sample_root(tmp_path / "c", seed=1)
+    assert (other / "FILES.txt").read_text() != (a / "FILES.txt").read_text()
 
 
 def test_sample_shapes(sample_root):
