@@ -17,7 +17,8 @@ MAX_PRINTED_ERRORS = 20
 @click.option("--manifest", "manifests", multiple=True, type=click.Path(dir_okay=False),
               help="TOML file of run metadata (arm, kind, lineage, W&B name) that adds to or "
                    "overrides the shipped manifests. Repeatable; later files win.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary (scripts).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Scripts: no progress bar, warnings or summary; rejections still print.")
 @click.option("--max-line-mb", type=float, default=32.0, show_default=True,
               help="Reject a single JSONL line larger than this.")
 @click.pass_obj
@@ -107,7 +108,8 @@ class _progress:
 
 
 def _print_report(report, seconds: float, quiet: bool) -> None:
-    for warning in report.warnings:
+    """Warnings and the summary unless quiet; rejections always (one line each, on stderr)."""
+    for warning in [] if quiet else report.warnings:
         click.secho(f"Warning: {warning}", fg="yellow", err=True)
     for error in report.errors[:MAX_PRINTED_ERRORS]:
         click.secho(f"Rejected: {error}", fg="red", err=True)
