@@ -19,11 +19,17 @@ keys AS (
     SELECT DISTINCT "run_id", "round" FROM "nodes"
 ),
 tasks AS (
+    -- per task-round: records and distinct rewards (reward_spread as in task_round_metrics)
     SELECT "run_id", "round",
-           count(*) FILTER (WHERE "nodes" > 0) AS "tasks",
-           count(*) FILTER (WHERE "nodes" > 0 AND "reward_spread" = 1) AS "tasks_with_spread",
-           sum("nodes") AS "nodes"
-    FROM "task_round_metrics"
+           count(*) AS "tasks",
+           count(*) FILTER (WHERE "distinct_rewards" > 1) AS "tasks_with_spread",
+           sum("records") AS "nodes",
+           sum("drafts") AS "fresh_drafts"
+    FROM (SELECT "run_id", "round", "task", count(*) AS "records",
+                 count(DISTINCT "reward") AS "distinct_rewards",
+                 count(*) FILTER (WHERE "mode" = 'draft') AS "drafts"
+          FROM "nodes"
+          GROUP BY "run_id", "round", "task") AS per_task
     GROUP BY "run_id", "round"
 ),
 summaries AS (
@@ -32,12 +38,6 @@ summaries AS (
            sum("gen_exec_seconds") AS "gen_exec_seconds"
     FROM "task_rounds"
     WHERE "summary_present"
-    GROUP BY "run_id", "round"
-),
-drafts AS (
-    SELECT "run_id", "round", count(*) AS "fresh_drafts"
-    FROM "nodes"
-    WHERE "mode" = 'draft'
     GROUP BY "run_id", "round"
 ),
 timing AS (
@@ -64,7 +64,7 @@ SELECT
     coalesce(t."tasks", 0) AS "tasks",                          -- tasks with >= 1 record
     coalesce(t."tasks_with_spread", 0) AS "tasks_with_spread",  -- of those, rewards not all equal
     coalesce(t."nodes", 0) AS "nodes",
-    coalesce(d."fresh_drafts", 0) AS "fresh_drafts",            -- 0 after round 1: shared-seed defect
+    coalesce(t."fresh_drafts", 0) AS "fresh_drafts",            -- 0 after round 1: shared-seed defect
     s."gen_llm_seconds",                                        -- summed over the round's summaries
     s."gen_exec_seconds",
     tm."step",                                                  -- = round when a timing row exists
@@ -89,5 +89,4 @@ SELECT
 FROM keys AS k
 LEFT JOIN tasks AS t USING ("run_id", "round")
 LEFT JOIN summaries AS s USING ("run_id", "round")
-LEFT JOIN drafts AS d USING ("run_id", "round")
 LEFT JOIN timing AS tm ON tm."run_id" = k."run_id" AND tm."step" = k."round";

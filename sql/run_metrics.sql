@@ -53,28 +53,39 @@ parent_rates AS (
     FROM "node_parents"
     GROUP BY "run_id"
 ),
+task_round_keys AS (
+    SELECT "run_id", "round", "task" FROM "task_rounds"
+    UNION
+    SELECT DISTINCT "run_id", "round", "task" FROM "nodes"
+),
 first_round AS (
+    -- the run's lowest round that has a task-round (a node file or a summary)
     SELECT "run_id", min("round") AS "first_round"
-    FROM "task_round_metrics"
+    FROM task_round_keys
     GROUP BY "run_id"
 ),
 health_gate AS (
     -- every task of the first round has >= 1 ok node, and every ok node there has a reward in [0, 1]
     SELECT f."run_id",
-           bool_and(t."valid" >= 1) AND NOT EXISTS (
-               SELECT 1 FROM "nodes" AS n
-               WHERE n."run_id" = f."run_id" AND n."round" = f."first_round"
-                 AND n."status" = 'ok' AND NOT coalesce(n."reward" BETWEEN 0 AND 1, FALSE)
-           ) AS "health_gate_step1"
+           bool_and(coalesce(n."ok_nodes", 0) >= 1) AND bool_and(coalesce(n."bad_ok_rewards", 0) = 0)
+             AS "health_gate_step1"
     FROM first_round AS f
-    JOIN "task_round_metrics" AS t ON t."run_id" = f."run_id" AND t."round" = f."first_round"
-    GROUP BY f."run_id", f."first_round"
+    JOIN task_round_keys AS k ON k."run_id" = f."run_id" AND k."round" = f."first_round"
+    LEFT JOIN (SELECT "run_id", "round", "task",
+                      count(*) FILTER (WHERE "status" = 'ok') AS "ok_nodes",
+                      count(*) FILTER (WHERE "status" = 'ok'
+                                         AND NOT coalesce("reward" BETWEEN 0 AND 1, FALSE))
+                        AS "bad_ok_rewards"
+               FROM "nodes"
+               GROUP BY "run_id", "round", "task") AS n
+           ON n."run_id" = k."run_id" AND n."round" = k."round" AND n."task" = k."task"
+    GROUP BY f."run_id"
 ),
 status_json AS (
     SELECT "run_id",
            '{' || string_agg(to_json(coalesce("status", 'null'))::VARCHAR || ': ' || "n", ', '
                              ORDER BY "status" NULLS LAST) || '}' AS "status_counts"
-    FROM "run_status_counts"
+    FROM (SELECT "run_id", "status", count(*) AS "n" FROM "nodes" GROUP BY "run_id", "status")
     GROUP BY "run_id"
 )
 SELECT

@@ -102,10 +102,13 @@ def _task_round(recs: list[dict], has_summary: bool, cap) -> dict:
     row["groups"] = len(groups)
     row["groups_with_signal_rate"] = ratio(sum(len(v) > 1 for v in groups.values()), len(groups))
     row["reward_spread"] = int(len({v for v in rewards if v is not None}) > 1)
-    lengths = [len(r.get("response_token_ids") or []) for r in recs]
+    # a record without response_token_ids has no length: left out of the mean, never clipped
+    lengths = [len(r["response_token_ids"]) if isinstance(r.get("response_token_ids"), list)
+               else None for r in recs]
     row["mean_response_tokens"] = mean(lengths)
-    row["resp_clip_rate"] = None if cap is None else ratio(sum(x >= cap for x in lengths), n)
-    row["clipped_at_cap"] = None if cap is None else sum(x == cap for x in lengths)
+    known = [x for x in lengths if x is not None]
+    row["resp_clip_rate"] = None if cap is None else ratio(sum(x >= cap for x in known), n)
+    row["clipped_at_cap"] = None if cap is None else sum(x == cap for x in known)
     row["complete"] = int(has_summary)
     return row
 
