@@ -88,7 +88,7 @@ def _require_run(con, run: str) -> None:
 
     known = con.execute(
         'SELECT count(*) FROM (SELECT "run_id" FROM "runs" UNION SELECT "run_id" FROM "nodes" '
-        'UNION SELECT "run_id" FROM "steps") WHERE "run_id" = ?', [run]).fetchone()[0]
+        'UNION SELECT "run_id" FROM "steps") WHERE "run_id" = ?', [run]).fetchall()[0][0]
     if not known:
         raise TerminalError(f"no run {run!r} in the warehouse. List runs with "
                             "'warehouse sql \"SELECT run_id FROM runs\"'.")

@@ -86,7 +86,7 @@ def test_detail_names_the_reason_and_the_file_line(clean_url):
 
     plant(clean_url, "UPDATE nodes SET reward = 1.2 WHERE node_id = 'a1'")
     with connect(clean_url, read_only=True) as con:
-        (detail,) = con.execute('SELECT "detail" FROM "invariant_violations"').fetchone()
+        ((detail,),) = con.execute('SELECT "detail" FROM "invariant_violations"').fetchall()
     assert detail == ("status ok but reward 1.2 is outside [0, 1] "
                       "at /root/r1/round_1/cactus__1784437355.jsonl:1")
 
