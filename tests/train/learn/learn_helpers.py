@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
 from train.learn.lora import add_lora, make_optimizer, prepare_for_training
 from train.learn.step import Sample
 
 VOCAB = 256
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny matmuls on a shared 2-core box: one thread is ~20x faster than two contending."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def tiny_base(seed: int = 0, layers: int = 2):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from learn_helpers import optimizer_for, random_samples, tiny_policy
+from learn_helpers import optimizer_for, random_samples, tiny_policy, one_thread  # noqa: F401 (autouse)
 from train.learn.loss import LossConfig
 from train.learn.step import StepConfig, grpo_step
 from train.learn.timing import PhaseTimer
