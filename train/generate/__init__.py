@@ -1,0 +1,1 @@
+"""Generation backends behind one interface (:mod:`train.generate.base`): transformers, vLLM."""

@@ -1,0 +1,74 @@
+"""Generation with Hugging Face transformers: every sibling of every request in one batch.
+
+On CPU the decode loop uses the dynamic KV cache. On GPU (`fast=True`, the default there) it
+uses a static KV cache and a decode step compiled with `torch.compile(mode="reduce-overhead")`,
+i.e. replayed as a CUDA graph (see :mod:`train.generate.sampler`).
+"""
+from __future__ import annotations
+
+from train.generate.base import (Completion, GenRequest, SamplingConfig, completion_from_tokens,
+                                 failed, plan_prompts)
+from train.generate.sampler import decode, make_batch
+
+
+class HFBackend:
+    """`Backend` over a loaded transformers model (optionally PEFT-wrapped)."""
+
+    def __init__(self, model, tokenizer, fast: bool | None = None, max_batch: int | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = next(model.parameters()).device
+        self.fast = self.device.type == "cuda" if fast is None else fast
+        self.max_batch = max_batch
+        self._compiled = None
+
+    def generate(self, requests: list[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
+        plans = plan_prompts(self.tokenizer, requests, sampling)
+        rows = [(i, plan) for i, (r, plan) in enumerate(zip(requests, plans)) if plan.error is None
+                for _ in range(r.n)]
+        sampled = self._sample_rows([plan for _, plan in rows], sampling)
+        out: list[list[Completion]] = [failed(r.messages, p, r.n) if p.error else [] for r, p in zip(requests, plans)]
+        for (i, plan), (ids, lps) in zip(rows, sampled):
+            out[i].append(completion_from_tokens(self.tokenizer, requests[i].messages, plan.token_ids, ids, lps))
+        return out
+
+    def _sample_rows(self, plans, sampling: SamplingConfig) -> list[tuple[list[int], list[float]]]:
+        """Sample each planned row; rows are sorted by prompt length to limit padding."""
+        import torch
+
+        if not plans:
+            return []
+        order = sorted(range(len(plans)), key=lambda i: len(plans[i].token_ids))
+        size = self.max_batch or len(plans)
+        generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
+        results: dict[int, tuple] = {}
+        for start in range(0, len(order), size):
+            chunk = order[start:start + size]
+            batch = make_batch([plans[i].token_ids for i in chunk], [plans[i].max_new_tokens for i in chunk],
+                               self.pad_id, self.device)
+            ids, lps = decode(self.model, batch, self.eos_ids, self.pad_id, sampling, generator,
+                              static=self.fast, step_fn=self._step_fn())
+            results.update({i: (a, b) for i, a, b in zip(chunk, ids, lps)})
+        return [results[i] for i in range(len(plans))]
+
+    def _step_fn(self):
+        """The decode step: compiled once (CUDA graphs) on the fast path, else the model."""
+        import torch
+
+        if not self.fast:
+            return None
+        if self._compiled is None:
+            self._compiled = torch.compile(self.model.forward, mode="reduce-overhead", fullgraph=True)
+        return self._compiled
+
+    @property
+    def eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.update(configured if isinstance(configured, (list, tuple)) else [configured])
+        return sorted(i for i in ids if i is not None)
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.eos_ids[0]

@@ -1,0 +1,141 @@
+"""Batched sampling with a KV cache: the decode loop behind the transformers backend.
+
+All siblings of all tasks of a round go through one loop (left-padded to one batch).
+Two caches:
+- dynamic (CPU, tests): transformers' DynamicCache, attention mask grown each step;
+- static (GPU): a StaticCache of fixed shape and one attention mask of full length, so every
+  decode step has the same shapes and `torch.compile(mode="reduce-overhead")` can replay it
+  as a CUDA graph; a plain decode step is launch-bound (tens of ms for a model whose weights
+  stream in under 1 ms), the graph removes the launches.
+Rows stop at an EOS token or at their own response budget; finished rows keep decoding
+padding until the whole batch is done (their tokens are dropped).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Batch:
+    """Left-padded prompts and per-row budgets."""
+
+    input_ids: object  # (B, P) long
+    mask: object  # (B, P + T) long: 1 on real prompt tokens and on every response slot
+    pad_len: object  # (B,) long: left padding per row
+    budgets: object  # (B,) long: max new tokens per row
+    prompt_width: int  # P
+    steps: int  # T = max budget
+
+
+def make_batch(prompts: list[list[int]], budgets: list[int], pad_id: int, device) -> Batch:
+    import torch
+
+    width, steps = max(map(len, prompts)), max(budgets)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, P)
+    mask = torch.ones((len(prompts), width + steps), dtype=torch.long)  # (B, P+T)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        mask[row, : width - len(prompt)] = 0
+    pad_len = torch.tensor([width - len(p) for p in prompts], dtype=torch.long)
+    return Batch(ids.to(device), mask.to(device), pad_len.to(device),
+                 torch.tensor(budgets, dtype=torch.long, device=device), width, steps)
+
+
+def sample_next(logits, temperature: float, top_k: int, top_p: float, generator):
+    """(tokens (B,), logprobs (B,)) from last-position logits (B, V); logprobs before filtering."""
+    import torch
+
+    logits = logits.float()
+    if temperature <= 0:
+        tokens = logits.argmax(-1)
+        return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None])[:, 0]
+    scaled = logits / temperature  # (B, V)
+    logprobs = torch.log_softmax(scaled, -1)  # (B, V)
+    filtered = _filter(scaled, top_k, top_p)
+    probs = torch.softmax(filtered, -1)
+    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)
+    return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
+
+
+def _filter(scaled, top_k: int, top_p: float):
+    import torch
+
+    if top_k and top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, -1).cumsum(-1)
+        drop = cumulative - torch.softmax(sorted_logits, -1) > top_p  # keep the first over top_p
+        scaled = scaled.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return scaled
+
+
+def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, generator,
+           static: bool = False, step_fn=None) -> tuple[list[list[int]], list[list[float]]]:
+    """Sample every row to EOS or its budget; returns (token ids, logprobs) per row."""
+    import torch
+
+    cache = _cache(model, batch, static)
+    forward = step_fn or model
+    with torch.inference_mode():
+        logits = _prefill(model, batch, cache, static)
+        tokens_out, logprobs_out = [], []
+        done = torch.zeros(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
+        eos = torch.tensor(eos_ids, device=done.device)
+        for t in range(batch.steps):
+            tokens, logprobs = sample_next(logits, sampling.temperature, sampling.top_k, sampling.top_p, generator)
+            tokens = tokens.masked_fill(done, pad_id)
+            tokens_out.append(tokens)
+            logprobs_out.append(logprobs)
+            done = done | torch.isin(tokens, eos) | (batch.budgets <= t + 1)
+            if t + 1 == batch.steps or bool(done.all()):
+                break
+            logits = _decode_step(forward, batch, cache, tokens, t, static)
+    return _trim(torch.stack(tokens_out, 1), torch.stack(logprobs_out, 1), eos_ids, pad_id, batch.budgets)
+
+
+def _cache(model, batch: Batch, static: bool):
+    from transformers import DynamicCache, StaticCache
+
+    if not static:
+        return DynamicCache(config=model.config)
+    return StaticCache(config=model.config, max_cache_len=batch.prompt_width + batch.steps)
+
+
+def _prefill(model, batch: Batch, cache, static: bool):
+    import torch
+
+    width = batch.prompt_width
+    positions = torch.arange(width, device=batch.input_ids.device)[None, :] - batch.pad_len[:, None]
+    out = model(input_ids=batch.input_ids, attention_mask=batch.mask if static else batch.mask[:, :width],
+                position_ids=positions.clamp(min=0), past_key_values=cache, use_cache=True,
+                cache_position=torch.arange(width, device=positions.device), logits_to_keep=1)
+    return out.logits[:, -1]  # (B, V)
+
+
+def _decode_step(forward, batch: Batch, cache, tokens, t: int, static: bool):
+    import torch
+
+    at = batch.prompt_width + t  # the slot of the token being fed
+    position = (at - batch.pad_len)[:, None]  # (B, 1)
+    mask = batch.mask if static else batch.mask[:, : at + 1]
+    out = forward(input_ids=tokens[:, None], attention_mask=mask, position_ids=position,
+                  past_key_values=cache, use_cache=True,
+                  cache_position=torch.tensor([at], device=tokens.device))
+    return out.logits[:, -1]
+
+
+def _trim(tokens, logprobs, eos_ids, pad_id, budgets) -> tuple[list[list[int]], list[list[float]]]:
+    """Each row's tokens up to and including its first EOS (or its budget)."""
+    ids_rows, lp_rows = tokens.tolist(), logprobs.float().tolist()
+    out_ids, out_lp = [], []
+    for ids, lps, budget in zip(ids_rows, lp_rows, budgets.tolist()):
+        end = min(len(ids), budget)
+        for i, tok in enumerate(ids[:end]):
+            if tok in eos_ids:
+                end = i + 1
+                break
+        out_ids.append(ids[:end])
+        out_lp.append(lps[:end])
+    return out_ids, out_lp

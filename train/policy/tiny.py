@@ -1,0 +1,175 @@
+"""The tiny policy: a few-million-parameter Llama-style model that writes solution scripts.
+
+`ensure_tiny_policy()` returns a directory holding a model and tokenizer saved with
+`save_pretrained`, building it on first use: a byte-level BPE tokenizer and a small causal
+LM pre-trained (loss on the response only) on :mod:`train.policy.corpus`, in a few minutes
+on 2 CPU cores. The directory is then loaded through the same path as any real checkpoint
+(:func:`train.policy.loader.load_policy`).
+
+The cache lives in $TRAIN_TINY_POLICY_DIR, else ~/.cache/rollout-warehouse/tiny-policy/<key>,
+where <key> hashes the recipe (config, corpus, steps) so a changed recipe rebuilds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from train.env.tasks import BUNDLED_ROOT
+
+TINY_DIR_ENV = "TRAIN_TINY_POLICY_DIR"
+MARKER = "tiny_policy.json"
+RECIPE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TinyRecipe:
+    """Everything that decides the tiny policy's weights."""
+
+    hidden_size: int = 192
+    layers: int = 4
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate_size: int = 512
+    vocab_size: int = 2048
+    max_positions: int = 4096
+    examples: int = 1200
+    steps: int = 200
+    batch_size: int = 8
+    lr: float = 3e-3
+    warmup: int = 20
+    seed: int = 0
+    time_limit_s: float = 270.0  # stop early rather than miss the five-minute promise
+
+    def key(self) -> str:
+        blob = json.dumps({"v": RECIPE_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def default_cache_root() -> Path:
+    env = os.environ.get(TINY_DIR_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "rollout-warehouse" / "tiny-policy"
+
+
+def ensure_tiny_policy(cache_root: str | Path | None = None, recipe: TinyRecipe = TinyRecipe(),
+                       log=print) -> Path:
+    """The tiny policy's directory, pre-training it first when it is not cached yet."""
+    out = Path(cache_root or default_cache_root()) / recipe.key()
+    if (out / MARKER).is_file():
+        return out
+    log(f"Pre-training the tiny policy into {out} (once; a few minutes on CPU) ...")
+    report = build_tiny_policy(out, recipe, BUNDLED_ROOT, log=log)
+    log(f"Tiny policy ready: {report['params'] / 1e6:.1f}M parameters, {report['steps']} steps, "
+        f"loss {report['final_loss']:.3f}, {report['seconds']:.0f} s.")
+    return out
+
+
+def build_tiny_policy(out: Path, recipe: TinyRecipe, tasks_root: Path, log=print) -> dict:
+    """Train tokenizer and model on the corpus and save both into `out`; returns the report."""
+    import torch
+
+    from train.policy.corpus import build_examples
+    from train.policy.tokenizer import train_tokenizer
+
+    torch.manual_seed(recipe.seed)
+    examples = build_examples(tasks_root, recipe.examples, recipe.seed)
+    tokenizer = train_tokenizer(_texts(examples), recipe.vocab_size)
+    model = _fresh_model(recipe, tokenizer)
+    sequences = [_sequence(tokenizer, e) for e in examples]
+    report = _pretrain(model, sequences, tokenizer.pad_token_id, recipe, log)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    report["params"] = sum(p.numel() for p in model.parameters())
+    (out / MARKER).write_text(json.dumps({**report, "recipe": asdict(recipe)}, indent=2))
+    return report
+
+
+def _texts(examples) -> list[str]:
+    return [m["content"] for e in examples for m in e.messages] + [e.response for e in examples]
+
+
+def _fresh_model(recipe: TinyRecipe, tokenizer):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=recipe.hidden_size, intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.layers, num_attention_heads=recipe.heads,
+        num_key_value_heads=recipe.kv_heads, max_position_embeddings=recipe.max_positions,
+        tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
+    )
+    return LlamaForCausalLM(config)
+
+
+def _sequence(tokenizer, example) -> tuple[list[int], int]:
+    """(prompt + response token ids, prompt length); the response ends with the EOS token."""
+    from train.policy.chat import prompt_token_ids
+
+    prompt = prompt_token_ids(tokenizer, example.messages)
+    response = tokenizer(example.response, add_special_tokens=False)["input_ids"]
+    return prompt + response + [tokenizer.eos_token_id], len(prompt)
+
+
+def _pretrain(model, sequences, pad_id: int, recipe: TinyRecipe, log) -> dict:
+    import torch
+
+    rng = random.Random(recipe.seed)
+    _quiet_threads(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    model.train()
+    start, loss, step = time.monotonic(), float("nan"), 0
+    for step in range(1, recipe.steps + 1):
+        for group in opt.param_groups:
+            group["lr"] = _lr(step, recipe)
+        ids, labels = _batch(rng.sample(sequences, recipe.batch_size), pad_id)
+        mask = labels != -200  # (B, T)
+        out = model(input_ids=ids, attention_mask=mask.long(), labels=labels.masked_fill(~mask, -100))
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = out.loss.item()
+        if step % 20 == 0:
+            log(f"  step {step}/{recipe.steps}  loss {loss:.3f}  {time.monotonic() - start:.0f} s")
+        if time.monotonic() - start > recipe.time_limit_s:
+            log(f"  time limit reached at step {step}")
+            break
+    model.eval()
+    return {"steps": step, "final_loss": loss, "seconds": time.monotonic() - start}
+
+
+def _quiet_threads(torch) -> None:
+    """One BLAS thread when the machine is already busy: oversubscribed threads spin and a
+    step gets several times slower than on one core."""
+    if os.getloadavg()[0] >= (os.cpu_count() or 1) - 0.5:
+        torch.set_num_threads(1)
+
+
+def _lr(step: int, recipe: TinyRecipe) -> float:
+    if step <= recipe.warmup:
+        return recipe.lr * step / recipe.warmup
+    progress = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
+    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _batch(batch: list[tuple[list[int], int]], pad_id: int):
+    """(input_ids, labels), right-padded; labels -100 on the prompt, -200 marks padding."""
+    import torch
+
+    width = max(len(seq) for seq, _ in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
+    labels = torch.full((len(batch), width), -200, dtype=torch.long)  # (B, T)
+    for row, (seq, prompt_len) in enumerate(batch):
+        ids[row, : len(seq)] = torch.tensor(seq)
+        labels[row, : len(seq)] = torch.tensor(seq)
+        labels[row, :prompt_len] = -100
+    return ids, labels

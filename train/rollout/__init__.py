@@ -1,0 +1,1 @@
+"""Tree-search rollouts: expansions, parent choice, prompts, node records."""
