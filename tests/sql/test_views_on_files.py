@@ -145,3 +145,32 @@ def test_seed_figures_read_off_with_one_query_each(built):
                            'WHERE "run_id" = ? AND "k" = 3', ["20260719_045416_27b_mix4_hr"]).rows
     assert moved == [(sum(bool(v["moved"]) for k, v in expected["decision_rule"].items()
                           if k[0] == "20260719_045416_27b_mix4_hr" and k[2] == 3),)]
+
+
+def docs_queries() -> list[str]:
+    """The SQL block of docs/bi.md's seed-figures section, split into statements."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "bi.md").read_text()
+    section = text[text.index("## The seeds' figures"):]
+    start = section.index("```sql") + len("```sql")
+    block = section[start:section.index("```", start)]
+    return [q.strip() for q in block.split(";") if q.strip()]
+
+
+def test_docs_seed_queries_answer_what_the_files_say(built):
+    from ingest.manifest import load_manifests
+    from warehouse.query import run_query
+
+    url, expected = built
+    queries = docs_queries()
+    assert len(queries) == 4
+    results = [run_query(url, q).rows for q in queries]
+    question = {run: e.get("question_id") for run, e in load_manifests().items()}
+    want = {}
+    for (run, status), v in expected["run_status_counts"].items():
+        if question.get(run) == "02-9b-capability-ceiling":
+            want[status] = want.get(status, 0) + v["n"]
+    assert dict(results[0]) == want
+    spread = {(run, k): v["tasks_with_spread"] for (run, k), v in expected["round_metrics"].items()
+              if v["step"] is not None}
+    assert {(r[0], r[1]): r[3] for r in results[1]} == spread
+    assert all(len(rows) > 0 for rows in results[1:2] + results[3:])
