@@ -106,7 +106,7 @@ def _plot_rewards(ax, nodes: list[dict]) -> None:
         for i, values in enumerate(series):
             ax.scatter([i] * len(values), values, s=8, alpha=0.5)
         ax.set_xticks(range(len(rounds)), [str(r) for r in rounds])
-    _labels(ax, "reward distribution per round", "round", "reward", integer_x=False)
+    _labels(ax, "reward distribution per round", "round", "reward")
 
 
 def _plot_rates(ax, metrics: list[dict]) -> None:
@@ -116,14 +116,14 @@ def _plot_rates(ax, metrics: list[dict]) -> None:
         ax.plot(rounds, [_nan(m[column]) for m in metrics], marker="o", label=label)
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=8)
-    _labels(ax, "status rates per round", "round", "fraction of nodes")
+    _labels(ax, "status rates per round", "round", "fraction of nodes", rounds)
 
 
 def _plot_signal(ax, metrics: list[dict]) -> None:
     rounds = [m["round"] for m in metrics]
     ax.bar(rounds, [_nan(m["groups_with_signal_rate"]) for m in metrics], color="tab:green")
     ax.set_ylim(0, 1.05)
-    _labels(ax, "groups_with_signal_rate", "round", "groups with reward spread")
+    _labels(ax, "groups_with_signal_rate", "round", "groups with reward spread", rounds)
 
 
 def _plot_response_lengths(ax, nodes: list[dict], cap: int | None) -> None:
@@ -134,7 +134,7 @@ def _plot_response_lengths(ax, nodes: list[dict], cap: int | None) -> None:
         ax.axvline(cap, color="tab:red", linestyle="--", label=f"response cap {cap}")
         ax.legend(fontsize=8)
     title = "response length vs cap" if cap is not None else "response length (arm cap unknown)"
-    _labels(ax, title, "len(response_token_ids)", "nodes", integer_x=False)
+    _labels(ax, title, "len(response_token_ids)", "nodes")
 
 
 def _plot_reward_means(ax, metrics: list[dict]) -> None:
@@ -142,7 +142,7 @@ def _plot_reward_means(ax, metrics: list[dict]) -> None:
     for column in ("valid_reward_mean", "draft_reward_mean", "reward_best", "reward_node_mean"):
         ax.plot(rounds, [_nan(m[column]) for m in metrics], marker="o", label=column)
     ax.legend(fontsize=8)
-    _labels(ax, "rewards per round", "round", "reward")
+    _labels(ax, "rewards per round", "round", "reward", rounds)
 
 
 def _plot_phases(ax, rounds: list[dict]) -> None:
@@ -157,14 +157,18 @@ def _plot_phases(ax, rounds: list[dict]) -> None:
     if logged:
         ax.legend(fontsize=7)
     title = "step phase times" if logged else "step phase times (no timing rows)"
-    _labels(ax, title, "step (= round)", "seconds")
+    _labels(ax, title, "step (= round)", "seconds", steps)
 
 
-def _labels(ax, title: str, xlabel: str, ylabel: str, integer_x: bool = True) -> None:
+def _labels(ax, title: str, xlabel: str, ylabel: str, ticks: list | None = None) -> None:
+    """Title and axis labels; `ticks`: the rounds or steps on x (integers, never 0.5)."""
     from matplotlib.ticker import MaxNLocator
 
-    if integer_x:  # rounds and steps are integers
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if ticks is not None:
+        if len(ticks) <= 20:
+            ax.set_xticks(ticks)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
