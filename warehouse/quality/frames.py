@@ -41,12 +41,23 @@ ORDER BY "check_no", "run_id", "round", "task", "node_id", "detail"
 
 def nodes_frame(con, run: str | None = None):
     """One row per node record, with the run's response cap (NULL when unknown)."""
-    return con.execute(_NODES_SQL, [run, run]).df()
+    return _frame(con, _NODES_SQL, [run, run])
 
 
 def violations_frame(con, run: str | None = None, checks=CROSS_ROW_CHECKS):
     """The rows of `invariant_violations` for the cross-row checks."""
-    return con.execute(_VIOLATIONS_SQL, [list(checks), run, run]).df()
+    return _frame(con, _VIOLATIONS_SQL, [list(checks), run, run])
+
+
+def _frame(con, sql: str, params: list):
+    # Through Arrow: the same dtypes as `.df()`, about twice as fast on a million rows. A
+    # cursor of its own, as DuckDB 2 refuses a relation on a connection with an unfinished
+    # result (require_head's, say).
+    cursor = con.cursor()
+    try:
+        return cursor.sql(sql, params=params).to_arrow_table().to_pandas()
+    finally:
+        cursor.close()
 
 
 FRAMES = {"nodes": nodes_frame, "violations": violations_frame}
