@@ -12,6 +12,7 @@ padding until the whole batch is done (their tokens are dropped).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 
@@ -78,7 +79,9 @@ def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, gener
 
     cache = _cache(model, batch, static)
     forward = step_fn or model
-    with torch.inference_mode():
+    with torch.inference_mode(), warnings.catch_warnings():
+        # transformers 5.x renames past_key_values to cache; 4.x knows only the old name
+        warnings.filterwarnings("ignore", message=".*past_key_values.*", category=FutureWarning)
         logits = _prefill(model, batch, cache, static)
         tokens_out, logprobs_out = [], []
         done = torch.zeros(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)

@@ -123,7 +123,9 @@ def _pretrain(model, sequences, pad_id: int, recipe: TinyRecipe, log) -> dict:
     import torch
 
     rng = random.Random(recipe.seed)
-    _quiet_threads(torch)
+    from train.policy.loader import quiet_cpu_threads
+
+    quiet_cpu_threads()
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, betas=(0.9, 0.95))
     model.train()
     start, loss, step = time.monotonic(), float("nan"), 0
@@ -145,13 +147,6 @@ def _pretrain(model, sequences, pad_id: int, recipe: TinyRecipe, log) -> dict:
             break
     model.eval()
     return {"steps": step, "final_loss": loss, "seconds": time.monotonic() - start}
-
-
-def _quiet_threads(torch) -> None:
-    """One BLAS thread when the machine is already busy: oversubscribed threads spin and a
-    step gets several times slower than on one core."""
-    if os.getloadavg()[0] >= (os.cpu_count() or 1) - 0.5:
-        torch.set_num_threads(1)
 
 
 def _lr(step: int, recipe: TinyRecipe) -> float:

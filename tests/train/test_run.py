@@ -1,0 +1,135 @@
+"""train run: settings and overrides, the loop end to end (canned policy), and the CLI."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
+from train.env.tasks import BUNDLED_ROOT
+from train.generate.base import Completion, completion_from_tokens, plan_prompts
+from train.run import RunOptions, coerce, parse_sets, resolve_settings, run
+from warehouse.errors import TerminalError
+
+TASK = "mini-tabular-accuracy"
+GOOD = (BUNDLED_ROOT / TASK / "solutions" / "numpy_logistic.py").read_text()
+BAD = GOOD.replace("np.exp(-x @ w)", "np.exp(-x @ ww)")  # NameError
+
+
+class CannedBackend:
+    """Returns a valid script for even siblings and a crashing one for odd siblings."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.calls = []
+
+    def generate(self, requests, sampling):
+        self.calls.append(sampling)
+        plans = plan_prompts(self.tokenizer, requests, sampling)
+        out = []
+        for request, plan in zip(requests, plans):
+            texts = [f"Plan.\n\n```python\n{GOOD if i % 2 == 0 else BAD}\n```" for i in range(request.n)]
+            out.append([completion_from_tokens(self.tokenizer, request.messages, plan.token_ids, [1, 2, 3],
+                                               [-0.5, -0.5, -0.5]) for _ in texts])
+            for c, text in zip(out[-1], texts):
+                c.raw_completion = text
+        return out
+
+
+def test_tiny_model_gets_a_recorded_response_cap_and_sets_are_validated():
+    arm, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False))
+    assert arm.response_cap == 256 and overrides == {"response_cap": 256}
+    arm, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False,
+                                                        sets=parse_sets(["response_cap=1000", "draft_prob=0.5"])))
+    assert arm.response_cap == 1000 and knobs.draft_prob == 0.5
+    assert overrides == {"response_cap": 1000, "draft_prob": 0.5}
+    with pytest.raises(TerminalError, match="unknown or fixed setting.*bogus"):
+        resolve_settings(RunOptions(sets={"bogus": "1"}))
+    with pytest.raises(TerminalError, match="not a valid int"):
+        resolve_settings(RunOptions(sets={"prompt_cap": "lots"}))
+    with pytest.raises(TerminalError, match="expected key=value"):
+        parse_sets(["response_cap"])
+
+
+def test_learning_rate_default_is_recorded_when_the_arm_has_none():
+    arm, _, overrides = resolve_settings(RunOptions(model="tiny", learn=True))
+    assert arm.learning_rate == overrides["learning_rate"] == 3e-5
+
+
+def test_coerce_follows_the_field_type():
+    assert coerce("tasks", "a, b", ()) == ("a", "b")
+    assert coerce("prompt_cap", "none", 12288) is None
+    assert coerce("temperature", "0.7", 1.0) == 0.7
+
+
+@pytest.fixture
+def model_dir(tmp_path, tiny_model, tiny_tokenizer):
+    path = tmp_path / "model"
+    tiny_model.save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_url, model_dir, monkeypatch):
+    import train.run
+
+    backends = []
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: backends.append(CannedBackend(policy.tokenizer)) or backends[-1])
+    opts = RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, seed=0,
+                      sets={"siblings_per_expansion": "2", "expansions_per_round": "2", "initial_drafts": "1",
+                            "draft_prob": "1.0"}, run_id="20261129_090000_test")
+    report = run(opts, log=lambda line: None)
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:
+        rows = con.execute("SELECT round, mode, status, reward FROM nodes ORDER BY round, step, line_no").fetchall()
+        run_row = con.execute("SELECT arm, overrides, notes FROM runs").fetchone()
+    assert len(rows) == 8 and [r["round"] for r in report.rounds] == [1, 2]
+    assert {r[0] for r in rows if r[1] == "draft"} == {1, 2}  # draft_prob 1: drafts in round 2 too
+    assert [r[2] for r in rows] == ["ok", "crashed"] * 4
+    assert all(0 <= r[3] <= 1 for r in rows if r[2] == "ok") and {r[3] for r in rows if r[2] != "ok"} == {-0.5}
+    assert json.loads(run_row[1])["tasks"] == [TASK]
+    assert backends[0].calls[0].max_new_tokens == 24576  # a real model keeps the arm's response cap
+    assert backends[0].calls[0].prompt_cap == 12288
+
+
+def test_arm_tasks_missing_fall_back_to_bundled_with_a_notice(tmp_path):
+    from train.run import resolve_tasks
+    from warehouse.arms import get_arm
+
+    said = []
+    tasks, overrides, notes = resolve_tasks(get_arm("hr24k_u6"), RunOptions(tasks_root=str(tmp_path)), {}, said.append)
+    assert sorted(tasks) == sorted(p.name for p in BUNDLED_ROOT.iterdir() if (p / "grader.toml").is_file())
+    assert overrides["tasks"] == list(tasks) and "bundled" in notes and len(said) == 1
+
+
+def test_every_command_has_help():
+    from train.cli import main
+
+    runner = CliRunner()
+    for name in ("run", "tiny-policy"):
+        result = runner.invoke(main, [name, "--help"])
+        assert result.exit_code == 0 and len(result.output.splitlines()) > 3, name
+        assert main.commands[name].help
+
+
+def test_cli_run_on_a_missing_warehouse_is_one_line_error(tmp_path):
+    from train.cli import main
+
+    result = CliRunner().invoke(main, ["run", "--db", str(tmp_path / "none.duckdb"), "--no-learn"])
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error:") and "warehouse --db" in result.output
+
+
+def test_cli_run_writes_rounds(db_url, model_dir, monkeypatch):
+    import train.run
+    from train.cli import main
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: CannedBackend(policy.tokenizer))
+    db = db_url.removeprefix("duckdb:///")
+    result = CliRunner().invoke(main, ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db", db,
+                                       "--no-learn", "--set", "siblings_per_expansion=2", "--run-id", "r1"])
+    assert result.exit_code == 0, result.output
+    assert "Round 1: 2 nodes generated, 2 executed, 1 valid" in result.output

@@ -1,0 +1,143 @@
+"""train.writer: one transaction per round, spool when locked, export that ingests to the same rows."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from train.generate.base import Completion
+from train.rollout.records import node_records, task_round_summary
+from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
+from train.writer import RoundWrite, RoundWriter, RunRow, commit_round
+
+RUN_ID = "20261129_080000_hr24k_u6"
+TASKS = ("mini-a", "mini-b")
+
+
+def _env(i: int) -> dict:
+    ok = i % 3 != 0
+    metric = 0.5 + i / 100 if ok else None
+    return {"code": f"print({i})", "plan": "p", "status": "ok" if ok else "crashed",
+            "exc_type": None if ok else "ValueError", "is_buggy": not ok, "reward": 0.1 * (i % 5) if ok else -0.5,
+            "test_metric": metric, "oriented": metric, "source": "grade" if ok else None, "grade_error": None,
+            "medal": None, "exec_time": 1.5, "exec_timings": {"pending": 0.0, "stage": 0.1, "exec": 1.3, "retrieve": 0.1},
+            "term_tail": "done", "returncode": 0 if ok else 1, "where": "local:x", "cpu_util_mean": 50.0,
+            "cpu_util_peak": 90.0, "mem_peak_gi": 0.2, "gpu_util": None, "gpu_util_peak": None,
+            "gpu_mem_used_gi": None, "gpu_name": None, "kube_node": None, "resources": None,
+            "decl_malformed": False, "decl_miss_reason": None, "decl_deps_ignored": False, "attempt": 1}
+
+
+def _round(trees: dict, rnd: int, siblings: int = 4) -> RoundWrite:
+    records, summaries = {}, {}
+    for task in TASKS:
+        exp = plan_expansion(trees[task], "# t", rnd, 0, SearchSettings(siblings=siblings), run_seed=0)
+        comps = [Completion(exp.messages, f"```python\nprint({i})\n```", None, [5, 6, i], [-0.1, -0.2, -0.3])
+                 for i in range(siblings)]
+        recs = node_records(exp, comps, [_env(i) for i in range(siblings)])
+        trees[task].add(recs)
+        records[task] = recs
+        summaries[task] = task_round_summary(task, rnd, recs, model="tiny", expansions=1, buffer_nodes=len(trees[task].nodes),
+                                             gen_llm_seconds=1.0, gen_exec_seconds=2.0, rollout_file="x", workspace="y")
+    return RoundWrite(rnd, records, summaries, {"step": rnd, "total_s": 3.0, "phases_s": {"gen": 2.0, "update_actor": 1.0}})
+
+
+def _run_row() -> RunRow:
+    return RunRow(RUN_ID, "hr24k_u6", "09-multitask-humanrank", "tiny", 0, {"response_cap": 256, "tasks": list(TASKS)},
+                  "bundled tasks")
+
+
+def _rows(db_url: str, sql: str) -> list:
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+NODE_COLUMNS = "run_id, round, task, node_id, parent_id, sibling_group, mode, status, reward, test_metric, depth, " \
+               "exec_exec_s, n_response_tokens, schema_kind, group_best, parent_P, line_no"
+PAYLOAD = "SELECT n.node_id, p.code, p.raw_completion, p.response_token_ids, p.response_logprobs, " \
+          "p.prompt_messages FROM nodes n JOIN node_payloads p USING (source_id, line_no) ORDER BY 1"
+
+
+def test_rounds_land_in_the_warehouse_with_run_row_and_steps(db_url, tmp_path):
+    trees = {t: TaskTree(t) for t in TASKS}
+    writer = RoundWriter(db_url, _run_row())
+    assert writer.write(_round(trees, 1)) == "db"
+    assert writer.write(_round(trees, 2)) == "db"
+    counts = _rows(db_url, "SELECT round, task, count(*), count(DISTINCT sibling_group) FROM nodes GROUP BY ALL ORDER BY 1, 2")
+    assert counts == [(1, "mini-a", 4, 1), (1, "mini-b", 4, 1), (2, "mini-a", 4, 1), (2, "mini-b", 4, 1)]
+    run = _rows(db_url, "SELECT arm, kind, seed, model, overrides FROM runs")
+    assert run[0][:4] == ("hr24k_u6", "training", 0, "tiny")
+    assert json.loads(run[0][4]) == {"response_cap": 256, "tasks": list(TASKS)}
+    assert _rows(db_url, "SELECT step, total_s, gen_s FROM steps ORDER BY step") == [(1, 3.0, 2.0), (2, 3.0, 2.0)]
+    summary = _rows(db_url, "SELECT nodes, valid, gen_llm_seconds FROM task_rounds WHERE round = 1 AND task = 'mini-a'")
+    assert summary == [(4, 2, 1.0)]  # siblings 1, 2 ok; 0, 3 crashed
+
+
+def test_a_failure_mid_round_leaves_no_partial_round(db_url, monkeypatch):
+    import ingest.records
+
+    trees = {t: TaskTree(t) for t in TASKS}
+    real = ingest.records.load_task_round
+    calls = []
+
+    def fail_second(con, **kw):
+        calls.append(kw["task"])
+        if len(calls) == 2:
+            raise RuntimeError("disk full")
+        return real(con, **kw)
+
+    monkeypatch.setattr(ingest.records, "load_task_round", fail_second)
+    with pytest.raises(RuntimeError):
+        commit_round(db_url, _run_row(), _round(trees, 1), [])
+    assert _rows(db_url, "SELECT count(*) FROM nodes") == [(0,)]
+    assert _rows(db_url, "SELECT count(*) FROM runs") == [(0,)]
+
+
+def test_locked_warehouse_spools_the_round_and_says_how_to_ingest(db_url, tmp_path):
+    import duckdb
+
+    from warehouse.config import db_path_from_url
+
+    import multiprocessing
+
+    holder = duckdb.connect(db_path_from_url(db_url))  # the lock another writer would hold
+    try:
+        with multiprocessing.get_context("spawn").Pool(1) as pool:  # DuckDB locks per process
+            where, said = pool.apply(_write_in_child, (db_url, str(tmp_path / "spool")))
+    finally:
+        holder.close()
+    assert where == "spool"
+    spooled = list((tmp_path / "spool" / RUN_ID / "round_1").glob("mini-a__*.jsonl"))
+    assert len(spooled) == 1 and len(spooled[0].read_text().splitlines()) == 4
+    assert (tmp_path / "spool" / "manifest.toml").is_file()
+    assert f"ingest {tmp_path / 'spool'}" in said[0]
+    assert _rows(db_url, "SELECT count(*) FROM nodes") == [(0,)]
+
+
+def _write_in_child(db_url: str, spool: str) -> tuple[str, list]:
+    said: list = []
+    writer = RoundWriter(db_url, _run_row(), spool_root=spool, lock_wait_s=0.3, log=said.append)
+    return writer.write(_round({t: TaskTree(t) for t in TASKS}, 1)), said
+
+
+def test_export_then_ingest_yields_the_same_rows(db_url, tmp_path):
+    from ingest.pipeline import ingest_roots
+    from warehouse.migrate import init_db
+
+    trees = {t: TaskTree(t) for t in TASKS}
+    writer = RoundWriter(db_url, _run_row(), export_root=tmp_path / "export")
+    for rnd in (1, 2):
+        writer.write(_round(trees, rnd))
+    other = f"duckdb:///{tmp_path / 'other.duckdb'}"
+    init_db(other)
+    report = ingest_roots(other, [str(tmp_path / "export")], [str(tmp_path / "export" / "manifest.toml")])
+    assert report.rows_rejected == 0 and not report.errors
+    for sql in (f"SELECT {NODE_COLUMNS} FROM nodes ORDER BY run_id, round, task, line_no", PAYLOAD,
+                "SELECT run_id, round, task, sibling_group, expansion_step, parent_id, size FROM sibling_groups ORDER BY ALL",
+                "SELECT run_id, round, task, nodes, valid, best_node_id, best_test_metric, gen_llm_seconds, "
+                "gen_exec_seconds, buffer_nodes FROM task_rounds ORDER BY ALL",
+                "SELECT run_id, arm, kind, seed, model, overrides, question_id FROM runs",
+                "SELECT run_id, step, total_s, gen_s, update_actor_s FROM steps ORDER BY ALL"):
+        trained, ingested = _rows(db_url, sql), _rows(other, sql)
+        assert trained and trained == ingested, sql

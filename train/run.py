@@ -1,0 +1,263 @@
+"""`train run`: tree-search GRPO rounds, written straight into the warehouse.
+
+One loop, top to bottom. Per round: `gen` (tree-search rollouts on every task: expansions of
+`siblings` completions, executed and graded), then the GRPO step (`old_log_prob`, `ref`,
+`adv`, `update_actor` inside :func:`train.learn.step.grpo_step`), `update_weights` (make the
+generator see the new weights) and `save_checkpoint`; then the round, and its step's timing
+row, are committed to the warehouse in one transaction.
+
+Where this departs from textbook GRPO (DeepSeekMath):
+- the "prompt" of a group is a tree-search expansion (draft, improve or debug, seeds 000/002),
+  and its 16 siblings are the group: the reward is the competition's humanrank percentile for
+  a valid node and a fixed sentinel otherwise (-0.5 failed, -0.2 idle, -1.0 infrastructure);
+- rollouts come from a search that reuses earlier rounds' nodes as parents, so the policy is
+  trained on its own search tree, not on a fixed prompt set;
+- advantages are `grpo_valid_only` (mean-only, no std; see train.learn);
+- one optimizer step per round (the round is the batch), the reference model is the base
+  with the LoRA adapter disabled.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from warehouse.arms import Arm, get_arm
+from warehouse.errors import TerminalError
+
+TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
+DEFAULT_LR = 3e-5  # when the arm does not state one (NULL in the registry)
+
+
+@dataclass
+class RunOptions:
+    """Everything `train run` takes; `sets` are the `--set key=value` overrides."""
+
+    arm: str = "hr24k_u6"
+    model: str = "tiny"
+    rounds: int = 2
+    tasks: tuple = ()  # empty: the arm's tasks
+    tasks_root: str | None = None
+    seed: int = 0
+    db_url: str | None = None
+    device: str = "auto"
+    backend: str = "hf"  # hf | vllm
+    export_root: str | None = None
+    spool_root: str | None = None
+    learn: bool = True
+    sets: dict = field(default_factory=dict)
+    exec_workers: int | None = None
+    tiny_cache: str | None = None
+    run_id: str | None = None
+    first_round: int = 1
+
+
+@dataclass
+class Knobs:
+    """Run settings beyond the arm's, all settable with `--set`."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    draft_prob: float = 0.25
+    softmax_temperature: float = 0.5
+    initial_drafts: int = 1
+    exec_timeout_s: float = 120.0
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    rounds: list = field(default_factory=list)  # one dict of counts per round
+    spooled: list = field(default_factory=list)
+
+
+def run(opts: RunOptions, log=print) -> RunReport:
+    """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled)."""
+    from train.learn.timing import PhaseTimer
+    from train.rollout.round import run_round
+    from train.rollout.tree import TaskTree
+    from train.writer import RoundWrite
+
+    arm, knobs, overrides = resolve_settings(opts)
+    tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
+    run_id = opts.run_id or new_run_id(arm.name)
+    log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
+    policy = _load_policy(opts, arm, log)
+    learner = _learner(policy, arm, overrides, opts) if opts.learn else None
+    ctx = _round_context(opts, arm, knobs, tasks, policy, run_id, log)
+    writer = _writer(opts, arm, run_id, overrides, notes, log)
+    trees = {name: TaskTree(name) for name in tasks}
+    report = RunReport(run_id)
+    for round_no in range(opts.first_round, opts.first_round + opts.rounds):
+        timer = PhaseTimer()
+        with timer.phase("gen"):
+            result = run_round(round_no, trees, ctx)
+        step = None
+        if learner is not None:
+            learner(result, timer)  # old_log_prob, ref, adv, update_actor
+            with timer.phase("update_weights"):
+                pass  # HF generation reads the same (updated) module; vLLM: backend.set_adapter(dir)
+            step = timer.row(round_no)
+        where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
+        report.rounds.append(_round_line(round_no, result, where, log))
+    report.spooled = writer.spooled
+    return report
+
+
+# --- settings --------------------------------------------------------------------------
+
+def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
+    """(arm with overrides, knobs, overrides as recorded on the run row)."""
+    arm, knobs = get_arm(opts.arm), Knobs()
+    overrides = dict(opts.sets)
+    if opts.model == "tiny" and "response_cap" not in overrides and arm.response_cap is not None:
+        overrides["response_cap"] = min(arm.response_cap, TINY_RESPONSE_CAP)
+    if opts.learn and arm.learning_rate is None and "learning_rate" not in overrides:
+        overrides["learning_rate"] = DEFAULT_LR
+    arm_fields = {f.name: f for f in dataclasses.fields(Arm)}
+    knob_fields = {f.name: f for f in dataclasses.fields(Knobs)}
+    arm_sets = {k: coerce(k, v, getattr(arm, k)) for k, v in overrides.items() if k in arm_fields}
+    knob_sets = {k: coerce(k, v, getattr(knobs, k)) for k, v in overrides.items() if k in knob_fields}
+    unknown = set(overrides) - set(arm_fields) - set(knob_fields) - {"name"}
+    if unknown or "name" in overrides:
+        known = sorted((set(arm_fields) | set(knob_fields)) - {"name", "question_id", "notes"})
+        raise TerminalError(f"--set: unknown or fixed setting(s) {', '.join(sorted(unknown or {'name'}))}; "
+                            f"settable: {', '.join(known)}")
+    recorded = {**arm_sets, **knob_sets}
+    return arm.with_overrides(**arm_sets), dataclasses.replace(knobs, **knob_sets), _jsonable(recorded)
+
+
+def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict:
+    """`key=value` strings to a dict (values parsed by `coerce` later, against the field)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TerminalError(f"--set {pair!r}: expected key=value, e.g. --set response_cap=4096")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def coerce(key: str, value, current):
+    """`value` converted to the type of the setting's current value; a clear error otherwise."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if isinstance(current, bool):
+            return {"true": True, "1": True, "false": False, "0": False}[value.lower()]
+        if isinstance(current, tuple) or key == "tasks":
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        if isinstance(current, int) or key.endswith(("_cap", "_rank", "_alpha", "per_round", "per_expansion")):
+            return None if value.lower() in ("none", "null") else int(value)
+        if isinstance(current, float) or key in ("learning_rate", "gpu_memory_utilization"):
+            return None if value.lower() in ("none", "null") else float(value)
+    except (KeyError, ValueError):
+        raise TerminalError(f"--set {key}={value}: not a valid {type(current).__name__}") from None
+    return value
+
+
+def _jsonable(values: dict) -> dict:
+    return json.loads(json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}))
+
+
+def resolve_tasks(arm: Arm, opts: RunOptions, overrides: dict, log) -> tuple[dict, dict, str]:
+    """The tasks to run (name -> Task); falls back to the bundled tasks when the arm's are absent."""
+    from train.env import bundled_task_names, load_task
+    from train.env.errors import TaskNotFoundError
+
+    wanted = tuple(opts.tasks) or arm.tasks
+    try:
+        tasks = {name: load_task(name, opts.tasks_root) for name in wanted}
+        notes = ""
+    except TaskNotFoundError:
+        if opts.tasks:
+            raise
+        bundled = bundled_task_names()
+        log(f"Notice: the arm's tasks are not under {opts.tasks_root or 'the bundled tasks'}; "
+            f"using the bundled mini tasks instead ({', '.join(bundled)}).")
+        tasks = {name: load_task(name) for name in bundled}
+        notes = f"arm tasks not found; ran the bundled mini tasks: {', '.join(bundled)}"
+    if tuple(tasks) != arm.tasks:
+        overrides = {**overrides, "tasks": list(tasks)}
+    return tasks, overrides, notes
+
+
+def new_run_id(arm: str) -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%d_%H%M%S}_{arm}"
+
+
+# --- the pieces of the loop ----------------------------------------------------------
+
+def _load_policy(opts: RunOptions, arm: Arm, log):
+    from train.policy.loader import load_policy
+
+    lora = (arm.lora_rank, arm.lora_alpha) if opts.learn else None
+    return load_policy(opts.model, opts.device, lora=lora, tiny_cache=opts.tiny_cache, log=log)
+
+
+def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy, run_id: str, log):
+    from train.env import Limits, LocalExecutor
+    from train.generate.base import SamplingConfig
+    from train.rollout.round import RoundContext
+    from train.rollout.tree import SearchSettings
+
+    sampling = SamplingConfig(max_new_tokens=arm.response_cap or 4096, prompt_cap=arm.prompt_cap,
+                              total_cap=arm.total_cap, temperature=knobs.temperature,
+                              top_p=knobs.top_p, top_k=knobs.top_k)
+    settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
+                              initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
+                              softmax_temperature=knobs.softmax_temperature)
+    return RoundContext(tasks=tasks, backend=make_backend(opts, arm, policy), sampling=sampling,
+                        settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
+                        executor=LocalExecutor(opts.exec_workers), limits=Limits(timeout_s=knobs.exec_timeout_s),
+                        progress=log)
+
+
+def make_backend(opts: RunOptions, arm: Arm, policy):
+    if opts.backend == "vllm":
+        from train.generate.vllm_backend import VLLMBackend
+
+        return VLLMBackend(str(policy.path), policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6,
+                           max_model_len=arm.total_cap, seed=opts.seed)
+    from train.generate.hf import HFBackend
+
+    return HFBackend(policy.model, policy.tokenizer)
+
+
+def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions):
+    """The GRPO step's call site: a function (round result, timer) -> step metrics."""
+    from train.learn.lora import make_optimizer
+    from train.learn.step import Sample, StepConfig, grpo_step
+
+    optimizer = make_optimizer(policy.model, overrides.get("learning_rate") or arm.learning_rate)
+    config = StepConfig(token_budget=max(arm.total_cap or 0, 4096))
+
+    def learn(result, timer) -> dict:
+        samples = [Sample(c.prompt_token_ids, c.response_token_ids, r["reward"], r["sibling_group"])
+                   for task in result.records for r, c in zip(result.records[task], result.completions[task])]
+        return grpo_step(policy.model, optimizer, samples, config, timer)
+
+    return learn
+
+
+def _writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str, log):
+    from train.writer import RoundWriter, RunRow
+
+    row = RunRow(run_id=run_id, arm=arm.name, question_id=arm.question_id, model=opts.model,
+                 seed=opts.seed, overrides=overrides, notes=notes)
+    return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root, log=log)
+
+
+def _round_line(round_no: int, result, where: str, log) -> dict:
+    records = result.all_records()
+    counts = {"round": round_no, "nodes": len(records),
+              "executed": sum(r.get("exec_time") is not None for r in records),
+              "valid": sum(r["status"] == "ok" for r in records),
+              "drafts": sum(r["mode"] == "draft" for r in records),
+              "best_reward": max((r["reward"] for r in records), default=None), "written_to": where}
+    log(f"Round {round_no}: {counts['nodes']} nodes generated, {counts['executed']} executed, "
+        f"{counts['valid']} valid, {counts['drafts']} drafts, best reward {counts['best_reward']:.3f} "
+        f"(gen {result.gen_seconds:.0f} s, exec {result.exec_seconds:.0f} s) -> {where}")
+    return counts

@@ -1,0 +1,70 @@
+"""`train run` and `train tiny-policy`: thin click commands over :mod:`train.run` and
+:mod:`train.policy.tiny`. No torch at import time."""
+from __future__ import annotations
+
+import click
+
+from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
+
+
+@click.command("run")
+@click.option("--arm", default="hr24k_u6", show_default=True, help="A registered arm (warehouse/arms.py).")
+@click.option("--model", default="tiny", show_default=True,
+              help="'tiny' (the CPU policy, built on first use) or a local Hugging Face model directory.")
+@click.option("--rounds", type=int, default=2, show_default=True, help="Tree-search rounds to run.")
+@click.option("--first-round", type=int, default=1, show_default=True, help="Number of the first round.")
+@click.option("--tasks", default="", help="Comma-separated task slugs (default: the arm's tasks).")
+@click.option("--tasks-root", type=click.Path(file_okay=False), default=None,
+              help="Directory of MLE-bench task folders (default: $TRAIN_TASKS_ROOT, else the bundled tasks).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Run seed (all search and sampling draws).")
+@click.option("--db", "db", envvar=DB_ENV_VAR, default=DEFAULT_DB_FILE, show_default=True,
+              help="Warehouse file or URL to write the rounds into (must be initialised: warehouse init).")
+@click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
+@click.option("--backend", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True,
+              help="Generation backend.")
+@click.option("--export-root", type=click.Path(file_okay=False), default=None,
+              help="Also write each round as classic data-root files (seed layout) under this directory.")
+@click.option("--spool-root", type=click.Path(file_okay=False), default=None,
+              help="Where a round goes when the warehouse stays locked (default: ./spool_<run>).")
+@click.option("--learn/--no-learn", default=True, show_default=True,
+              help="Run the GRPO step after each round (--no-learn: rollouts only).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override an arm or run setting for this run (recorded on the run row), e.g. --set response_cap=4096.")
+@click.option("--exec-workers", type=int, default=None, help="Parallel node executions (default: CPU count).")
+@click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
+@click.pass_context
+def run_command(ctx: click.Context, arm, model, rounds, first_round, tasks, tasks_root, seed, db, device,
+                backend, export_root, spool_root, learn, sets, exec_workers, run_id) -> None:
+    """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
+    from train.run import RunOptions, parse_sets, run
+    from warehouse.config import resolve_db_url
+
+    opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round,
+                      tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), tasks_root=tasks_root,
+                      seed=seed, db_url=resolve_db_url(db), device=device, backend=backend,
+                      export_root=export_root, spool_root=spool_root, learn=learn, sets=parse_sets(sets),
+                      exec_workers=exec_workers, run_id=run_id)
+    _check_warehouse(opts.db_url)
+    report = run(opts, log=click.echo)
+    click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
+               f"See: warehouse --db {db} metrics --run {report.run_id}")
+
+
+def _check_warehouse(db_url: str) -> None:
+    """Fail before any work when the warehouse is missing or not at the newest schema."""
+    from warehouse.db import connect
+    from warehouse.migrate import require_head
+
+    with connect(db_url, read_only=True) as con:
+        require_head(con, db_url)
+
+
+@click.command("tiny-policy")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Cache directory (default: $TRAIN_TINY_POLICY_DIR, else ~/.cache/rollout-warehouse/tiny-policy).")
+def tiny_policy_command(out) -> None:
+    """Pre-train the tiny CPU policy (a few minutes on 2 cores) and print where it is saved."""
+    from train.policy.tiny import ensure_tiny_policy
+
+    path = ensure_tiny_policy(out, log=click.echo)
+    click.echo(str(path))

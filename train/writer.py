@@ -1,0 +1,158 @@
+"""Writing training rounds into the warehouse (and, optionally, as a classic data root).
+
+Every write goes through the ingest's record-level API (:mod:`ingest.records`): one schema,
+one normalization. A finished round is committed in ONE transaction (run row, every task's
+nodes, payloads, sibling groups and summary, and the step's timing row when there is one), so
+a crash mid-round leaves no partial round. The write connection is opened only to commit, so
+other processes can read the warehouse while training runs.
+
+If another process holds the warehouse's lock, `warehouse.db.connect` retries with backoff
+for `lock_wait_s`; past that the round is spooled to disk in the data-root layout (seeds 000/
+002) and a one-line notice says how to ingest it: a round is never lost.
+
+`export_root` additionally writes every round as the classic data-root files
+(`<run>/round_<N>/<task>__<ts>.jsonl`, `__summary_<ts>.json`, `__tree.txt`, `__transcript.md`,
+`<run>/timing.jsonl`) plus `manifest.toml` with the run's metadata; `warehouse ingest` of that
+export (with `--manifest`) yields the same rows.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warehouse.errors import DatabaseLockedError
+
+LOCK_WAIT_S = 60.0
+
+
+@dataclass
+class RunRow:
+    """The `runs` row of a training run (ingest.records.upsert_run's input)."""
+
+    run_id: str
+    arm: str | None
+    question_id: str | None
+    model: str
+    seed: int
+    overrides: dict = field(default_factory=dict)
+    notes: str = ""
+    kind: str = "training"
+
+    def row(self, source_path: str) -> dict:
+        return {"run_id": self.run_id, "arm": self.arm, "question_id": self.question_id, "kind": self.kind,
+                "model": self.model, "seed": self.seed, "overrides": self.overrides or None,
+                "notes": self.notes or None, "source_path": source_path}
+
+
+@dataclass
+class RoundWrite:
+    """Everything one round adds: per task the node records and summary; maybe a timing row."""
+
+    round: int
+    records: dict  # task -> list of node records
+    summaries: dict  # task -> summary dict (None when the task has none)
+    step: dict | None = None  # {"step", "total_s", "phases_s"}
+
+
+class RoundWriter:
+    def __init__(self, db_url: str | None, run: RunRow, export_root: str | Path | None = None,
+                 spool_root: str | Path | None = None, lock_wait_s: float = LOCK_WAIT_S, log=print):
+        self.db_url = db_url
+        self.run = run
+        self.export_root = Path(export_root) if export_root else None
+        self.spool_root = Path(spool_root) if spool_root else Path(f"spool_{run.run_id}")
+        self.lock_wait_s = lock_wait_s
+        self.log = log
+        self.steps: list[dict] = []
+        self.spooled: list[int] = []
+
+    def write(self, rnd: RoundWrite) -> str:
+        """Commit the round (else spool it) and export it; returns 'db' or 'spool'."""
+        if rnd.step:
+            self.steps.append(rnd.step)
+        if self.export_root is not None:
+            export_round(self.export_root, self.run, rnd, self.steps)
+        if self.db_url is None:
+            return "export"
+        try:
+            commit_round(self.db_url, self.run, rnd, self.steps, self.lock_wait_s)
+            return "db"
+        except DatabaseLockedError as exc:
+            export_round(self.spool_root, self.run, rnd, self.steps)
+            self.spooled.append(rnd.round)
+            self.log(f"Warning: round {rnd.round} not committed ({exc}); spooled to {self.spool_root}. "
+                     f"Load it later with: warehouse --db {self.db_url} ingest {self.spool_root} "
+                     f"--manifest {self.spool_root / 'manifest.toml'}")
+            return "spool"
+
+
+def source_path(run_id: str, round: int, task: str) -> str:
+    return f"train://{run_id}/round_{round}/{task}"
+
+
+def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, steps: list[dict],
+                 lock_wait_s: float = LOCK_WAIT_S) -> None:
+    """The round's rows in one transaction; the connection is held only for this."""
+    from ingest.records import load_steps, load_task_round, upsert_run
+    from warehouse.db import connect
+
+    with connect(db_url, wait_s=lock_wait_s) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            upsert_run(con, run.row(f"train://{run.run_id}"))
+            for task, records in rnd.records.items():
+                load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
+                                summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
+            if steps:
+                load_steps(con, run.run_id, steps, source_path=f"train://{run.run_id}/timing")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict]) -> Path:
+    """The round as data-root files under `root/<run_id>/round_<N>/`; returns that directory."""
+    from train.rollout.render import render_transcript, render_tree
+
+    round_dir = root / run.run_id / f"round_{rnd.round}"
+    round_dir.mkdir(parents=True, exist_ok=True)
+    stamp = int(time.time())
+    for task, records in rnd.records.items():
+        _write_jsonl(round_dir / f"{task}__{stamp}.jsonl", records)
+        summary = rnd.summaries.get(task)
+        if summary is not None:
+            (round_dir / f"{task}__summary_{stamp}.json").write_text(json.dumps(summary, indent=1))
+        if records:
+            (round_dir / f"{task}__{stamp}__tree.txt").write_text(render_tree(records))
+            (round_dir / f"{task}__{stamp}__transcript.md").write_text(render_transcript(task, records))
+    if steps:
+        _write_jsonl(root / run.run_id / "timing.jsonl", steps)
+    write_manifest(root / "manifest.toml", run)
+    return round_dir
+
+
+def write_manifest(path: Path, run: RunRow) -> None:
+    """The run's metadata as an ingest manifest (merging runs already listed there)."""
+    import tomllib
+
+    import tomli_w
+
+    doc = tomllib.loads(path.read_text()) if path.is_file() else {"runs": {}}
+    entry = {"kind": run.kind, "model": run.model, "seed": run.seed}
+    entry.update({k: v for k, v in (("arm", run.arm), ("question_id", run.question_id),
+                                    ("notes", run.notes)) if v})
+    if run.overrides:
+        entry["overrides"] = run.overrides
+    doc.setdefault("runs", {})[run.run_id] = entry
+    path.write_text(tomli_w.dumps(doc))
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    tmp.replace(path)
