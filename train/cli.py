@@ -22,6 +22,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 # (no torch at import time, so `train --help` stays instant).
 _PLUGINS: list[tuple[str, str]] = [
     ("train.env.cli", "env_group"),
+    ("train.run_cli", "run_command"),
+    ("train.run_cli", "tiny_policy_command"),
 ]
 
 
