@@ -97,6 +97,9 @@ class _progress:
         return self.on_file
 
     def on_file(self, job, n_bytes: int, rows: int) -> None:
+        if job is None:  # the start: total bytes of the roots
+            self.bar.update(self.task, total=n_bytes)
+            return
         self.files += 1
         self.rows += rows
         self.bar.update(self.task, advance=n_bytes, files=self.files, rows=self.rows)

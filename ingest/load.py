@@ -55,14 +55,17 @@ class Staged:
         return out
 
 
-def stage(con, kind: str, batch: list[tuple[int, RawLines]]) -> Staged:
-    """Normalize a batch of (key, lines) of one record kind into `_lines` / `_typed`."""
+def stage(con, kind: str, batch: list[tuple[int, RawLines]], optimistic: bool = True) -> Staged:
+    """Normalize a batch of (key, lines) of one record kind into `_bad` / `_typed`.
+
+    `optimistic=False` inside a caller's transaction (see `normalize`).
+    """
     import pyarrow as pa
 
     table = pa.concat_tables([raw.arrow(key) for key, raw in batch])
     con.register("_raw", table)
     try:
-        normalize(con, kind)
+        normalize(con, kind, optimistic)
     finally:
         con.unregister("_raw")
     staged = Staged()
@@ -76,8 +79,7 @@ def _collect(con, staged: Staged, kind: str) -> None:
     for key, n in con.execute("SELECT key, count(*) FROM _typed WHERE reject_reason IS NULL "
                               "GROUP BY key").fetchall():
         staged.rows[key] = n
-    bad = con.execute("SELECT key, line_no, error, CASE WHEN error = 'not valid JSON' THEN line "
-                      "END FROM _lines WHERE error IS NOT NULL").fetchall()
+    bad = con.execute("SELECT key, line_no, error, line FROM _bad").fetchall()
     for key, line_no, error, text in bad:
         staged.errors[key][line_no] = explain_json_error(text) or error
     for key, line_no, reason in con.execute("SELECT key, line_no, reject_reason FROM _typed "
@@ -99,7 +101,7 @@ def _note_duplicate_ids(con, staged: Staged) -> None:
 
 
 def drop_staged(con) -> None:
-    for name in ("_lines", "_typed"):
+    for name in ("_bad", "_typed"):
         con.execute(f"DROP TABLE IF EXISTS {name}")
 
 

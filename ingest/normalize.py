@@ -24,7 +24,7 @@ MAX_REASONS = 3  # a line's reason lists at most this many field problems
 class Field:
     key: str                 # the JSON key
     column: str | None       # the typed column (None: payload-only or flattened)
-    kind: str                # str | id | int | float | bool | json | ints | floats | dict
+    kind: str                # str | id | int | float | bool | json | text | ints | floats | dict
     strict: bool = False     # wrong type rejects the line
     required: bool = False   # missing or null rejects the line
     parts: tuple[tuple[str, str], ...] = field(default=())  # dict: (sub key, column)
@@ -43,9 +43,9 @@ NODE_FIELDS: tuple[Field, ...] = (
     _f("sibling_group", "id", strict=True),
     _f("mode", "str", strict=True),
     _f("plan", "str"),
-    _f("code", "str", "", strict=True),
-    _f("raw_completion", "str", ""),
-    _f("thinking", "str", ""),
+    _f("code", "text", ""),
+    _f("raw_completion", "text", ""),
+    _f("thinking", "text", ""),
     _f("prompt_messages", "json", ""),
     _f("response_token_ids", "ints", "", strict=True),
     _f("response_logprobs", "floats", "", strict=True),
@@ -121,8 +121,8 @@ HISTORY_FIELDS: tuple[Field, ...] = ()  # a history row is kept whole; its step 
 
 
 # --- SQL building ----------------------------------------------------------------------------
-# Three layers keep the expression trees small (DuckDB plans them in milliseconds):
-#   _rec   -> raw:   each field's JSON text (`k__j`) and JSON type (`k__t`), parsed once
+# Three layers keep the expression trees small (DuckDB plans them quickly):
+#   rec    -> raw:   each field's JSON text (`k__j`) and JSON type (`k__t`), parsed once
 #   raw    -> typed: each field's typed value, named after its column
 #   typed  -> final: derived lengths, `extra` and `reject_reason` from the layers above
 
@@ -130,7 +130,7 @@ def _structure(fields: tuple[Field, ...]) -> str:
     """The json_transform structure: big arrays typed directly, everything else as JSON text."""
     parts = []
     for f in fields:
-        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]"}.get(f.kind, "JSON")
+        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]", "text": "VARCHAR"}.get(f.kind, "JSON")
         parts.append(f'"{f.key}": "{typ}"')
     return "{" + ", ".join(parts) + "}"
 
@@ -149,6 +149,8 @@ def _out(f: Field) -> str:
 
 def _raw_columns(f: Field) -> list[str]:
     src = f"r.{qi(f.key)}"
+    if f.kind == "text":  # big free text (completions, code): taken as is, never re-encoded
+        return [f"{src} AS {_j(f)}"]
     if f.kind in ("ints", "floats"):
         # json_transform gives NULL for a non-array: look at the line only in that rare case.
         kind = (f"CASE WHEN {src} IS NULL AND list_contains(keys, '{f.key}') "
@@ -174,6 +176,7 @@ def _value(f: Field) -> str:
         "json": f"CASE WHEN {t} <> 'NULL' THEN {j} END",
         "ints": j,
         "floats": j,
+        "text": j,
     }[f.kind]
 
 
@@ -193,7 +196,7 @@ def _misfit(f: Field) -> str:
     j, t = _j(f), _t(f)
     if f.kind in ("ints", "floats"):
         return f"(coalesce({t} <> 'NULL', false) OR list_count({j}) <> len({j}))"
-    if f.kind == "json":
+    if f.kind in ("json", "text"):
         return "false"
     if f.kind == "dict":
         known = ", ".join(f"'{k}'" for k, _ in f.parts)
@@ -234,7 +237,7 @@ def _extra(fields: tuple[Field, ...]) -> str:
                "lambda k: {'k': k, 'v': json_extract(line, '$.\"' || replace(k, '\"', '\\\"') "
                "|| '\"')})")
     misfits = [f"CASE WHEN {_misfit(f)} THEN {{'k': '{f.key}', 'v': {_j(f)}}} END"
-               for f in fields if not f.strict and f.kind != "json"]
+               for f in fields if not f.strict and f.kind not in ("json", "text")]
     kept = f"list_filter([{', '.join(misfits)}], lambda e: e IS NOT NULL)" if misfits else "[]"
     entries = f"list_concat({unknown}, {kept})"
     return (f"CASE WHEN len({entries}) > 0 THEN "
@@ -251,64 +254,98 @@ def _schema_kind() -> str:
 FIELDS = {"node": NODE_FIELDS, "summary": SUMMARY_FIELDS, "timing": TIMING_FIELDS}
 
 
+def _outputs(fields: tuple[Field, ...]) -> list[str]:
+    cols = []
+    for f in fields:
+        cols += [qi(c) for _, c in f.parts] if f.kind == "dict" else [_out(f)]
+    return cols
+
+
 @lru_cache(maxsize=None)
 def typed_select(kind: str) -> str:
-    """The SELECT that types relation `_rec(line_no, line, r, keys)` for one record kind."""
+    """The SELECT that types the good lines of `_raw` (those `_bad` does not list)."""
     fields = FIELDS[kind]
     raw = [c for f in fields for c in _raw_columns(f)]
     typed = [c for f in fields for c in (_dict_parts(f) if f.kind == "dict"
                                          else [f"{_value(f)} AS {_out(f)}"])]
-    final = ["* EXCLUDE (line, keys)", f"{_extra(fields)} AS extra", f"{_reason(fields)} AS reject_reason"]
+    final = ["key", "line_no", *_outputs(fields), f"{_extra(fields)} AS extra",
+             f"{_reason(fields)} AS reject_reason"]
     if kind == "node":
         final += [_schema_kind(), "len(p_response_token_ids) AS n_response_tokens",
                   "len(p_response_logprobs) AS n_response_logprobs",
                   "length(p_code) AS code_chars"]
-    return (f"WITH raw AS (SELECT key, line_no, line, keys, {', '.join(raw)} FROM _rec),\n"
+    return (f"WITH rec AS ({parse_select(kind)}),\n"
+            f"raw AS (SELECT key, line_no, line, keys, {', '.join(raw)} FROM rec),\n"
             f"typed AS (SELECT *, {', '.join(typed)} FROM raw)\n"
             f"SELECT {', '.join(final)} FROM typed")
 
 
+GOOD_LINES = ("FROM _raw ANTI JOIN _bad USING (key, line_no) "
+              "WHERE line IS NOT NULL")
+
+
 @lru_cache(maxsize=None)
 def parse_select(kind: str) -> str:
-    """The SELECT that parses valid object lines of `_lines` into `_rec`."""
+    """Parse each good line once: its fields (json_transform) and its keys."""
     if kind == "history":
-        return ("SELECT key, line_no, line, NULL AS r, json_keys(line) AS keys FROM _lines "
-                "WHERE error IS NULL")
+        return f"SELECT key, line_no, line, json_keys(line) AS keys {GOOD_LINES}"
     return (f"SELECT key, line_no, line, json_transform(line, '{_structure(FIELDS[kind])}') "
-            "AS r, json_keys(line) AS keys FROM _lines WHERE error IS NULL")
+            f"AS r, json_keys(line) AS keys {GOOD_LINES}")
 
 
-CLASSIFY_SELECT = """
-SELECT key, line_no, line,
-  CASE WHEN pre_error IS NOT NULL THEN pre_error
-       WHEN NOT json_valid(line) THEN 'not valid JSON'
-       WHEN NOT starts_with(ltrim(line), '{') THEN 'not a JSON object'
-  END AS error
-FROM _raw
+HISTORY_SELECT = f"""
+WITH rec AS ({parse_select("history")})
+SELECT key, line_no,
+  TRY_CAST(coalesce(json_extract(line, '$._step'), json_extract(line, '$.step')) AS INTEGER)
+    AS step,
+  CAST(line AS JSON) AS row,
+  CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate keys' END AS reject_reason
+FROM rec
 """
 
+# Lines that cannot be parsed at all, with the line kept only when a finer reason is wanted.
+# The optimistic form skips json_valid (a full parse): if a bad line slips through, the
+# parse raises and `normalize` runs again with the validating form.
+_BAD_TEMPLATE = """
+SELECT key, line_no, error, CASE WHEN error = 'not valid JSON' THEN line END AS line
+FROM (
+  SELECT key, line_no, line,
+    CASE WHEN pre_error IS NOT NULL THEN pre_error
+         {valid}
+         WHEN NOT starts_with(ltrim(line), '{{') THEN 'not a JSON object'
+    END AS error
+  FROM _raw
+)
+WHERE error IS NOT NULL
+"""
+BAD_SELECT = _BAD_TEMPLATE.format(valid="WHEN NOT json_valid(line) THEN 'not valid JSON'")
+BAD_SELECT_OPTIMISTIC = _BAD_TEMPLATE.format(valid="")
 
-def normalize(con, kind: str) -> None:
+
+def normalize(con, kind: str, optimistic: bool = True) -> None:
     """Type the registered relation `_raw(key, line_no, line, pre_error)` into temp tables.
 
-    `key` tells the sources of one batch apart. `_lines(key, line_no, line, error)` keeps
-    every line with its parse error (NULL when it parsed); `_typed` holds one row per parsed
-    line with typed columns, `extra` and `reject_reason`. Works inside or outside the
-    caller's transaction.
+    `key` tells the sources of one batch apart. `_bad(key, line_no, error, line)` lists the
+    lines that could not be parsed; `_typed` holds one row per parsed line with typed
+    columns, `extra` and `reject_reason`. Each line is parsed once for its fields, and no
+    intermediate copy of the payloads is made. Inside a caller's transaction pass
+    `optimistic=False`: a failed statement would abort that transaction.
     """
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _lines AS {CLASSIFY_SELECT}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _rec AS {parse_select(kind)}")
-    if kind == "history":
-        con.execute("CREATE OR REPLACE TEMP TABLE _typed AS SELECT key, line_no, "
-                    "TRY_CAST(coalesce(json_extract(line, '$._step'), json_extract(line, "
-                    "'$.step')) AS INTEGER) AS step, CAST(line AS JSON) AS row, "
-                    "CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate keys' "
-                    "END AS reject_reason FROM _rec")
-    else:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {typed_select(kind)}")
-    con.execute("DROP TABLE _rec")
+    select = HISTORY_SELECT if kind == "history" else typed_select(kind)
+    if not optimistic:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS {BAD_SELECT}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {select}")
+        return
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS {BAD_SELECT_OPTIMISTIC}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {select}")
+    except Exception as exc:  # noqa: BLE001 - an invalid line: validate every line, then type
+        if "json" not in str(exc).lower():
+            raise
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS {BAD_SELECT}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {select}")
 
 
 def drop_temp(con) -> None:
-    for name in ("_lines", "_typed", "_rec"):
+    for name in ("_bad", "_typed"):
         con.execute(f"DROP TABLE IF EXISTS {name}")

@@ -43,10 +43,15 @@ class IngestReport:
         return EXIT_REJECTED if self.rows_rejected or self.files_failed else EXIT_OK
 
 
-Progress = Callable[[FileJob, int, int], None]  # (job, bytes, rows) after each file
+# Called with (None, total bytes, 0) once at the start, then (job, bytes, rows) per file.
+Progress = Callable[[FileJob | None, int, int], None]
 
 
 BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds memory)
+# DuckDB checkpoints when the WAL passes this size; each checkpoint rewrites the open row
+# group of node_payloads, so the default 16 MB makes a big root quadratic. 256 MB keeps the
+# rewrites rare while un-checkpointed data stays well under the memory target.
+CHECKPOINT_THRESHOLD = "256MB"
 ROW_KINDS = ("nodes", "summary", "timing", "wandb_history", "wandb_config", "wandb_summary")
 RENDERED = ("tree", "transcript")
 
@@ -63,8 +68,11 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
     report = IngestReport(roots=[layout.root for layout in layouts])
     jobs = [job for layout in layouts for job in layout.files]
     report.files_total, report.bytes_total = len(jobs), sum(job.size for job in jobs)
+    if progress:
+        progress(None, report.bytes_total, 0)
     with connect(db_url) as con:
         require_head(con, db_url)
+        con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         _transaction(con, lambda: register_runs(con, layouts, manifests, report))
         walker = _Walker(con, report, progress, max_line_bytes)
         for layout in layouts:
@@ -74,6 +82,8 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         for kind in ROW_KINDS:
             for batch in _batches([job for job in jobs if job.kind == kind], batch_bytes):
                 walker.batch(kind, batch)
+        if report.files_loaded or report.files_failed:
+            con.execute("CHECKPOINT")  # the next open needs no WAL replay
     return report
 
 

@@ -71,7 +71,7 @@ def load_steps(con, run_id: str, rows: list[dict], source_path: str) -> int:
 
 
 def _land(con, kind: str, raw, source_path: str, run_id: str, round, task, land) -> int:
-    staged = load.stage(con, load.STAGED_KIND[kind], [(0, raw)])
+    staged = load.stage(con, load.STAGED_KIND[kind], [(0, raw)], optimistic=False)
     source_id, existed = lookup_source_id(con, source_path)
     digest = content_hash(json.dumps(raw.lines).encode("utf-8"))
     source = open_source(con, source_id=source_id, existed=existed, path=source_path, kind=kind,
