@@ -21,21 +21,21 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def tiny_base(seed: int = 0, layers: int = 2):
+def tiny_base(seed: int = 0, layers: int = 2, vocab: int = VOCAB):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     config = Qwen2Config(
         hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=512,
+        num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=512,
         tie_word_embeddings=False,
     )
     return Qwen2ForCausalLM(config).float()
 
 
-def tiny_policy(seed: int = 0, init=True, checkpointing: bool = True):
+def tiny_policy(seed: int = 0, init=True, checkpointing: bool = True, vocab: int = VOCAB):
     """A LoRA r32/a32 policy; init=False gives a random (non-zero) adapter."""
-    policy = add_lora(tiny_base(seed), rank=32, alpha=32, init=init)
+    policy = add_lora(tiny_base(seed, vocab=vocab), rank=32, alpha=32, init=init)
     return prepare_for_training(policy, gradient_checkpointing=checkpointing)
 
 
