@@ -10,6 +10,10 @@
 --   task    : NULL for check 7
 --   node_id : the node's id; for check 3 the summary's best_node_id when that part fails
 --   detail  : what is wrong, then where: the file path and 1-based line (":0" = whole file)
+-- Readings of METRICS.md: the "-0.2 exactly for idle kills" rule applies to nodes that are
+-- not ok (an ok node's reward is in [0, 1] anyway); a run's lineage is the run and the runs
+-- it resumed from, transitively (a parent never lives in a later run); a summary's
+-- best_node_id is looked up in the same task across that lineage.
 -- NULL semantics: a NULL status or source counts as "not ok" / "not grade"; a NULL mode is
 -- "not draft"; a NULL reward, status or mode is a violation. Response caps come from the
 -- run's arm, overridden by runs.overrides.response_cap; no cap means only the length
