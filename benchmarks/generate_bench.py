@@ -1,0 +1,143 @@
+"""Generation throughput: our transformers backend vs plain `model.generate`, same run, same GPU.
+
+A randomly initialised Qwen3-like model (default: the Qwen3-1.7B shape, ~1.7B parameters,
+bf16), a batch of random 1024-token prompts, a fixed number of new tokens (EOS never stops a
+row, so every method generates exactly batch x new_tokens tokens). Methods:
+
+- `generate_sample`: plain `model.generate(do_sample=True)` with its default settings;
+- `ours_static_compiled`: train.generate's decode loop, static KV cache, decode step compiled
+  with torch.compile(mode="reduce-overhead") (CUDA graphs); timed after one warm-up call
+  that pays for compilation and graph capture (reported separately);
+- `ours_dynamic`: the same loop with the dynamic cache and no compilation (CPU's path).
+
+tokens/s = generated tokens / wall seconds of the call, prefill included.
+
+    PYTHONPATH=. python3 benchmarks/generate_bench.py --batch 64 --prompt 1024 --new 256 --out results.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+
+
+def qwen3_like(size: str):
+    from transformers import Qwen3Config
+
+    shapes = {
+        "1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
+                     num_key_value_heads=8, head_dim=128),
+        "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16),
+    }[size]
+    return Qwen3Config(vocab_size=151936, max_position_embeddings=8192, tie_word_embeddings=True,
+                       rope_theta=1_000_000, **shapes)
+
+
+def build_model(size: str, device: str):
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    torch.manual_seed(0)
+    with torch.device(device):
+        torch.set_default_dtype(dtype)
+        model = Qwen3ForCausalLM(qwen3_like(size))
+        torch.set_default_dtype(torch.float32)
+    model.generation_config.eos_token_id = None  # rows never stop early: equal work per method
+    model.generation_config.pad_token_id = 0
+    return model.eval()
+
+
+def sync():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed(fn) -> float:
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def plain_generate(model, prompts, new: int, **kwargs):
+    import torch
+
+    mask = torch.ones_like(prompts)
+    with torch.inference_mode():
+        return model.generate(input_ids=prompts, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
+                              do_sample=True, **kwargs)
+
+
+def ours(model, prompts, new: int, static: bool, step_fn=None):
+    import torch
+
+    from train.generate.base import SamplingConfig
+    from train.generate.sampler import decode, make_batch
+
+    rows = prompts.tolist()
+    batch = make_batch(rows, [new] * len(rows), pad_id=0, device=prompts.device)
+    generator = torch.Generator(device=prompts.device).manual_seed(0)
+    ids, _ = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=new),
+                    generator=generator, static=static, step_fn=step_fn)
+    assert all(len(r) == new for r in ids), "every row must generate exactly `new` tokens"
+
+
+def measure(name: str, fn, tokens: int, results: dict, warmup: bool = False) -> None:
+    try:
+        if warmup:
+            results[f"{name}_first_call_s"] = round(timed(fn), 2)
+        seconds = timed(fn)
+        results[name] = {"seconds": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 1)}
+    except Exception as exc:  # noqa: BLE001 - a benchmark reports every method it can
+        results[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        traceback.print_exc()
+    print(name, results[name], flush=True)
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="1.7b", choices=["1.7b", "tiny"])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--prompt", type=int, default=1024)
+    parser.add_argument("--new", type=int, default=256)
+    parser.add_argument("--methods", default="generate_sample,ours_static_compiled,ours_dynamic")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = build_model(args.size, device)
+    prompts = torch.randint(100, 150000 if args.size == "1.7b" else 1000, (args.batch, args.prompt), device=device)
+    tokens = args.batch * args.new
+    results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
+               "params_b": round(sum(p.numel() for p in model.parameters()) / 1e9, 3), **vars(args)}
+    import transformers
+
+    results["transformers"] = transformers.__version__
+    methods = args.methods.split(",")
+    if "generate_sample" in methods:
+        measure("generate_sample", lambda: plain_generate(model, prompts, args.new), tokens, results)
+    if "ours_static_compiled" in methods:
+        step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
+        measure("ours_static_compiled", lambda: ours(model, prompts, args.new, True, step), tokens, results, warmup=True)
+        if "error" in results["ours_static_compiled"] and device == "cuda":  # graph breaks: compile the pieces
+            torch._dynamo.reset()
+            step = torch.compile(model.forward, mode="reduce-overhead")
+            measure("ours_static_compiled_partial", lambda: ours(model, prompts, args.new, True, step), tokens,
+                    results, warmup=True)
+    if "ours_dynamic" in methods:
+        measure("ours_dynamic", lambda: ours(model, prompts, args.new, False), tokens, results)
+    print(json.dumps(results, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The policy: tiny-policy corpus and build (a shrunken recipe), loading, LoRA wrapping."""
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
+from train.env.tasks import BUNDLED_ROOT
+from train.policy.corpus import break_code, build_examples, jitter, response_text, task_solutions
+from train.policy.loader import PolicyLoadError, load_policy, resolve_model_path, wrap_lora
+from train.policy.tiny import MARKER, TinyRecipe, ensure_tiny_policy
+
+SMALL = TinyRecipe(hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, vocab_size=400,
+                   examples=24, steps=3, batch_size=2)
+
+
+def test_jitter_changes_only_numeric_literals():
+    code = "model = Forest(n_estimators=200, lr=0.1)\nfor _ in range(2000):\n    pass\n"
+    variants = {jitter(code, random.Random(s)) for s in range(30)}
+    assert len(variants) > 3
+    for v in variants:
+        assert re.sub(r"[\d.]+", "N", v) == re.sub(r"[\d.]+", "N", code)
+
+
+def test_break_code_misspells_one_use_and_explains_it():
+    code = (BUNDLED_ROOT / "mini-tabular-accuracy" / "reference_solution.py").read_text()
+    broken, exc, tail = break_code(code, random.Random(3))
+    changed = [(a, b) for a, b in zip(code.splitlines(), broken.splitlines()) if a != b]
+    assert len(changed) == 1 and exc == "NameError"
+    typo = re.search(r"name '(\w+)' is not defined", tail).group(1)
+    assert typo in changed[0][1] and typo not in code
+
+
+def test_examples_cover_every_task_and_mode_and_answer_in_the_contract_shape():
+    from train.env import extract
+
+    examples = build_examples(BUNDLED_ROOT, 60, seed=1)
+    assert {e.task for e in examples} == {p.name for p in BUNDLED_ROOT.iterdir() if (p / "grader.toml").is_file()}
+    assert {e.mode for e in examples} == {"draft", "improve", "debug"}
+    for e in examples:
+        assert extract(e.response).has_code
+        assert e.messages[0]["role"] == "system"
+    solutions = task_solutions(BUNDLED_ROOT / "mini-regression-rmse")
+    assert len(solutions) >= 2 and extract(response_text("p", solutions[0].code)).code.strip() == solutions[0].code.strip()
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return ensure_tiny_policy(tmp_path_factory.mktemp("tiny"), SMALL, log=lambda line: None)
+
+
+def test_tiny_policy_is_saved_once_and_loads_like_any_checkpoint(tiny_dir):
+    import json
+
+    assert (tiny_dir / "config.json").is_file() and (tiny_dir / MARKER).is_file()
+    assert json.loads((tiny_dir / MARKER).read_text())["steps"] == 3
+    stamp = (tiny_dir / MARKER).stat().st_mtime_ns
+    again = ensure_tiny_policy(tiny_dir.parent, SMALL, log=lambda line: None)
+    assert again == tiny_dir and (tiny_dir / MARKER).stat().st_mtime_ns == stamp  # cached, not rebuilt
+    policy = load_policy(str(tiny_dir), "cpu")
+    text = policy.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
+                                                tokenize=False)
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert policy.model.dtype.is_floating_point and str(policy.model.dtype) == "torch.float32"
+
+
+def test_recipe_change_changes_the_cache_key():
+    assert SMALL.key() != TinyRecipe().key()
+    assert SMALL.key() == TinyRecipe(**{**SMALL.__dict__}).key()
+
+
+def test_lora_wraps_every_linear_but_the_head(tiny_dir):
+    import torch
+
+    policy = load_policy(str(tiny_dir), "cpu", lora=(8, 16))
+    names = [n for n, m in policy.model.named_modules() if hasattr(m, "lora_A")]
+    linears = [n for n, m in policy.model.named_modules() if isinstance(m, torch.nn.Linear) and "lora_" not in n
+               and not n.endswith("lm_head") and "base_layer" not in n]
+    assert len(names) == 7 * SMALL.layers  # q k v o gate up down
+    trainable = [n for n, p in policy.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert policy.model.peft_config["default"].r == 8 and policy.model.peft_config["default"].lora_alpha == 16
+    assert linears == [] or all(any(n.startswith(w) for w in names) for w in linears)
+
+
+def test_lora_excludes_vision_modules(tiny_model):
+    import torch
+
+    tiny_model.visual = torch.nn.Linear(4, 4)  # a stand-in vision tower
+    try:
+        wrapped = wrap_lora(tiny_model, 4, 4)
+        assert not any("visual" in n and hasattr(m, "lora_A") for n, m in wrapped.named_modules())
+        assert any(hasattr(m, "lora_A") for m in wrapped.modules())
+        wrapped.unload()
+    finally:
+        del tiny_model.visual
+
+
+def test_a_path_that_is_not_a_model_is_a_clear_error(tmp_path):
+    with pytest.raises(PolicyLoadError, match="not a Hugging Face model directory"):
+        resolve_model_path(str(tmp_path))
