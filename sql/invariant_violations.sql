@@ -13,7 +13,8 @@
 -- Readings of METRICS.md: the "-0.2 exactly for idle kills" rule applies to nodes that are
 -- not ok (an ok node's reward is in [0, 1] anyway); a run's lineage is the run and the runs
 -- it resumed from, transitively (a parent never lives in a later run); a summary's
--- best_node_id is looked up in the same task across that lineage.
+-- best_node_id is looked up in the same task across that lineage; "oriented = +/- test_metric"
+-- also means one sign per task (its metric's direction), taken from the task's majority.
 -- NULL semantics: a NULL status or source counts as "not ok" / "not grade"; a NULL mode is
 -- "not draft"; a NULL reward, status or mode is a violation. Response caps come from the
 -- run's arm, overridden by runs.overrides.response_cap; no cap means only the length
@@ -41,13 +42,26 @@ run_caps AS (
     FROM "runs" AS r
     LEFT JOIN "arms" AS a ON a."name" = r."arm"
 ),
+-- A task's metric direction, as most of its graded nodes across the warehouse show it:
+-- 1 when oriented = test_metric, -1 when oriented = -test_metric, NULL on a tie.
+task_signs AS (
+    SELECT "task",
+           CASE sign(count(*) FILTER (WHERE "oriented" = "test_metric")
+                     - count(*) FILTER (WHERE "oriented" = -"test_metric"))
+               WHEN 1 THEN 1 WHEN -1 THEN -1 END AS "task_sign"
+    FROM "nodes"
+    WHERE "test_metric" <> 0
+    GROUP BY "task"
+),
 node_rows AS (
     SELECT
         n.*,
         c."response_cap",
+        t."task_sign",
         COALESCE(s."path", 'source ' || n."source_id") || ':' || n."line_no" AS "at"
     FROM "nodes" AS n
     LEFT JOIN run_caps AS c ON c."run_id" = n."run_id"
+    LEFT JOIN task_signs AS t ON t."task" = n."task"
     LEFT JOIN "sources" AS s ON s."source_id" = n."source_id"
 ),
 node_reasons AS (
@@ -122,6 +136,13 @@ node_reasons AS (
            || COALESCE(CAST("test_metric" AS VARCHAR), 'NULL')
     FROM node_rows
     WHERE abs("oriented") IS DISTINCT FROM abs("test_metric")
+    UNION ALL
+    SELECT 6, "source_id", "line_no",
+           'oriented ' || "oriented" || ' flips the sign the other graded nodes of task '
+           || "task" || ' give test_metric ' || "test_metric"
+    FROM node_rows
+    WHERE abs("oriented") = abs("test_metric") AND "test_metric" <> 0
+      AND "oriented" <> "task_sign" * "test_metric"
     -- 8. the parent is a node of the same run lineage (the run or a run it resumed from).
     UNION ALL
     SELECT 8, n."source_id", n."line_no",

@@ -11,9 +11,10 @@ from warehouse.quality.invariants import CROSS_ROW_CHECKS
 #: Columns every frame carries to name an offending row (the report's examples).
 KEY_COLUMNS = ["run_id", "round", "task", "node_id"]
 
-# The response cap as invariant_violations computes it: the run's arm, unless the run's
-# overrides set response_cap. Kept identical to sql/invariant_violations.sql (a test checks
-# that the view and the expectations flag the same rows).
+# The response cap and the task's sign as invariant_violations computes them (the run's arm
+# unless the run's overrides set response_cap; the sign most of the task's graded nodes
+# use, over all runs even when one run is checked). Kept identical to
+# sql/invariant_violations.sql: a test checks the view and the expectations flag the same rows.
 _NODES_SQL = """
 SELECT
     n."run_id", n."round", n."task", n."node_id",
@@ -21,12 +22,23 @@ SELECT
     n."source", n."test_metric", n."oriented",
     abs(n."oriented") AS "oriented_abs",
     abs(n."test_metric") AS "test_metric_abs",
+    -- what oriented must be when it is +/- test_metric: the task's majority sign applied
+    -- (NULL, so not checked, on a tie or when |oriented| <> |test_metric| anyway)
+    CASE WHEN abs(n."oriented") = abs(n."test_metric") AND n."test_metric" <> 0
+         THEN t."task_sign" * n."test_metric" END AS "oriented_by_task",
     n."n_response_tokens", n."n_response_logprobs", n."code_chars",
     COALESCE(TRY_CAST(json_extract_string(r."overrides", '$.response_cap') AS INTEGER),
              a."response_cap") AS "response_cap"
 FROM "nodes" AS n
 LEFT JOIN "runs" AS r ON r."run_id" = n."run_id"
 LEFT JOIN "arms" AS a ON a."name" = r."arm"
+LEFT JOIN (
+    SELECT "task",
+           CASE sign(count(*) FILTER (WHERE "oriented" = "test_metric")
+                     - count(*) FILTER (WHERE "oriented" = -"test_metric"))
+               WHEN 1 THEN 1 WHEN -1 THEN -1 END AS "task_sign"
+    FROM "nodes" WHERE "test_metric" <> 0 GROUP BY "task"
+) AS t ON t."task" = n."task"
 WHERE ? IS NULL OR n."run_id" = ?
 ORDER BY n."run_id", n."round", n."task", n."source_id", n."line_no"
 """

@@ -107,6 +107,10 @@ def _grading_expectations(gxe, Column) -> list:
             column_A="oriented_abs", column_B="test_metric_abs",
             ignore_row_if="both_values_are_missing",
             **_meta(6, "oriented is +/- test_metric (NULL with it)")),
+        gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="oriented", column_B="oriented_by_task",
+            ignore_row_if="either_value_is_missing",
+            **_meta(6, "oriented has the sign the task's other graded nodes give it")),
     ]
 
 
