@@ -13,6 +13,7 @@ import torch
 
 from train.learn.advantages import grpo_valid_only
 from train.learn.attention import packed_attention
+from train.learn.fsdp import all_reduce_sum, deal, world
 from train.learn.logprobs import PackedRow, causal_lm, pack_row, row_logprobs
 from train.learn.lora import mixed_precision
 from train.learn.loss import LossConfig, token_loss_sums
@@ -42,21 +43,31 @@ class StepConfig:
 class _Batch:
     rows: list[PackedRow]
     advantages: list[torch.Tensor]  # per row, (n,) one value per loss token
-    tokens: int
+    weights: list[float]  # 1.0, or 0.0 for a filler row (FSDP: equal forwards on every rank)
+    tokens: int  # response tokens of the whole round, all ranks together
 
 
 def _build_batch(samples: Sequence[Sample], advantages: Sequence[float], budget: int) -> _Batch:
     keep = [i for i, s in enumerate(samples) if len(s.response_ids) > 0]
     lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in keep]
-    rows, advs = [], []
-    for mb in pack(lengths, budget):
+    batches = sorted(pack(lengths, budget), key=lambda mb: -mb.tokens)
+    rank, size = world()
+    rows, advs, weights = [], [], []
+    for index in deal(len(batches), rank, size):
+        if index is None:  # filler: one token predicting one token, zero weight
+            rows.append(pack_row([([0], [0])]))
+            advs.append(torch.zeros(1))
+            weights.append(0.0)
+            continue
+        mb = batches[index]
         chosen = [samples[keep[j]] for j in mb.indices]
         rows.append(pack_row([(s.prompt_ids, s.response_ids) for s in chosen]))
         advs.append(torch.cat([
             torch.full((len(s.response_ids),), float(advantages[keep[j]]))
             for j, s in zip(mb.indices, chosen)
         ]))
-    return _Batch(rows, advs, sum(len(samples[i].response_ids) for i in keep))
+        weights.append(1.0)
+    return _Batch(rows, advs, weights, sum(len(samples[i].response_ids) for i in keep))
 
 
 @torch.no_grad()
@@ -82,18 +93,25 @@ def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict
     entropy = 0.0
     # backward recomputes checkpointed layers: the packed attention must still be in force
     with packed_attention(causal_lm(policy)), mixed_precision(policy):
-        for row, adv, old_lp, ref_lp in zip(batch.rows, batch.advantages, old, ref):
+        for row, adv, weight, old_lp, ref_lp in zip(batch.rows, batch.advantages, batch.weights, old, ref):
             logp, ent = row_logprobs(policy, row, cfg.logprob_chunk)
             terms = token_loss_sums(logp, old_lp, ref_lp, adv.to(logp.device), cfg.loss)
-            (terms["loss"] / batch.tokens).backward()
-            _accumulate(sums, terms)
-            entropy += float(ent.sum())
-    params = [p for p in policy.parameters() if p.requires_grad]
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            # FSDP averages gradients over ranks: scale by their number to keep the token mean
+            (terms["loss"] * (weight * world()[1] / batch.tokens)).backward()
+            if weight:
+                _accumulate(sums, terms)
+                entropy += float(ent.sum())
+    grad_norm = _clip(policy, cfg.max_grad_norm)
     optimizer.step()
+    sums = all_reduce_sum({**sums, "entropy": entropy})
     means = {k: v / batch.tokens for k, v in sums.items() if k != "ratio_max"}
-    return {**means, "ratio_max": sums.get("ratio_max", 1.0), "entropy": entropy / batch.tokens,
-            "grad_norm": float(grad_norm)}
+    return {**means, "ratio_max": sums.get("ratio_max", 1.0), "grad_norm": grad_norm}
+
+
+def _clip(policy, max_norm: float) -> float:
+    params = [p for p in policy.parameters() if p.requires_grad]
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
 
 def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,

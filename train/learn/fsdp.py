@@ -1,0 +1,77 @@
+"""The update on several GPUs: PyTorch FSDP (fully_shard, FSDP2) under torchrun.
+
+Every rank holds a shard of the base and adapter weights; the round's micro-batches are dealt
+out across ranks (largest first, round-robin), and every rank runs the same number of
+forwards (a rank short of work runs a zero-weight filler) because each sharded forward is a
+collective. The loss stays the token mean over the whole round: each rank divides by the
+global token count times the world size, and the gradient reduce-scatter averages across
+ranks (gloo has no pre-multiplied sum, so we keep FSDP's default average).
+
+Launch: torchrun --nproc-per-node N ... ; CPU tests use the gloo backend with 2 processes
+(tests/train/learn/test_learn_fsdp.py). Generation stays on vLLM's own tensor parallelism.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size); (0, 1) when not distributed."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shard_policy(policy):
+    """fully_shard every decoder layer, the decoder (embeddings, final norm) and the output
+    head; returns the policy. The learner calls the decoder and the head separately (the
+    head chunk by chunk), so each is its own FSDP unit; the head stays gathered between
+    chunks (reshard_after_forward=False)."""
+    from torch.distributed.fsdp import fully_shard
+
+    from train.learn.logprobs import causal_lm
+
+    lm = causal_lm(policy)
+    head, decoder = lm.get_output_embeddings(), lm.get_decoder()
+    if head.weight is decoder.get_input_embeddings().weight:
+        raise NotImplementedError("FSDP with tied input/output embeddings is not supported; "
+                                  "untie them (tie_word_embeddings=False) or train on one GPU")
+    for module in lm.modules():
+        if type(module).__name__.endswith("DecoderLayer"):
+            fully_shard(module)
+    fully_shard(decoder)
+    fully_shard(head, reshard_after_forward=False)
+    return policy
+
+
+def deal(n_batches: int, rank: int, size: int) -> list[int | None]:
+    """Indices of the micro-batches (sorted largest first) this rank runs; None = a filler.
+    Every rank gets the same count."""
+    per_rank = -(-n_batches // size)
+    mine = list(range(rank, n_batches, size))
+    return mine + [None] * (per_rank - len(mine))
+
+
+def all_reduce_sum(values: dict) -> dict:
+    """Sum float metrics across ranks (max for ratio_max)."""
+    if world()[1] == 1:
+        return values
+    keys = sorted(k for k in values if k != "ratio_max")
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+    dist.all_reduce(t)
+    out = dict(zip(keys, t.tolist()))
+    if "ratio_max" in values:
+        m = torch.tensor([float(values["ratio_max"])], dtype=torch.float64)
+        dist.all_reduce(m, op=dist.ReduceOp.MAX)
+        out["ratio_max"] = float(m)
+    return out
+
+
+def full_adapter_state(policy) -> dict:
+    """The unsharded adapter weights (every rank must call it)."""
+    out = {}
+    for name, p in policy.named_parameters():
+        if p.requires_grad:
+            out[name] = p.full_tensor() if hasattr(p, "full_tensor") else p.detach().clone()
+    return out
