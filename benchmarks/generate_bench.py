@@ -8,6 +8,7 @@ row, so every method generates exactly batch x new_tokens tokens). Methods:
 - `ours_static_compiled`: train.generate's decode loop, static KV cache, decode step compiled
   with torch.compile(mode="reduce-overhead") (CUDA graphs); timed after one warm-up call
   that pays for compilation and graph capture (reported separately);
+- `ours_prefill`: the prompt forward and one token alone (how much of a call is prefill);
 - `ours_dynamic`: the same loop with the dynamic cache and no compilation (CPU's path).
 
 tokens/s = generated tokens / wall seconds of the call, prefill included.
@@ -108,7 +109,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--new", type=int, default=256)
-    parser.add_argument("--methods", default="generate_sample,ours_static_compiled,ours_dynamic")
+    parser.add_argument("--methods", default="generate_sample,ours_static_compiled,ours_prefill,ours_dynamic")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -131,6 +132,8 @@ def main() -> None:
             step = torch.compile(model.forward, mode="reduce-overhead")
             measure("ours_static_compiled_partial", lambda: ours(model, prompts, args.new, True, step), tokens,
                     results, warmup=True)
+    if "ours_prefill" in methods:  # prefill + one sampled token: the fixed cost inside each call
+        measure("ours_prefill", lambda: ours(model, prompts, 1, True), args.batch, results)
     if "ours_dynamic" in methods:
         measure("ours_dynamic", lambda: ours(model, prompts, args.new, False), tokens, results)
     print(json.dumps(results, indent=1))

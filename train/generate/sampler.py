@@ -52,9 +52,11 @@ def sample_next(logits, temperature: float, top_k: int, top_p: float, generator)
         return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None])[:, 0]
     scaled = logits / temperature  # (B, V)
     logprobs = torch.log_softmax(scaled, -1)  # (B, V)
-    filtered = _filter(scaled, top_k, top_p)
-    probs = torch.softmax(filtered, -1)
-    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)
+    probs = torch.softmax(_filter(scaled, top_k, top_p), -1)  # (B, V)
+    # Exponential race: argmax(p / E), E ~ Exp(1), is a draw from p (as multinomial), in
+    # three elementwise kernels and no host sync.
+    race = torch.empty_like(probs).exponential_(generator=generator)
+    tokens = (probs / race).argmax(-1)  # (B,)
     return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
 
 
@@ -87,6 +89,7 @@ def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, gener
         done = torch.zeros(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
         eos = torch.tensor(eos_ids, device=done.device)
         check_every = 1 if done.device.type == "cpu" else 16
+        slots = torch.arange(batch.prompt_width, batch.prompt_width + batch.steps, device=done.device)  # (T,)
         for t in range(batch.steps):
             tokens, logprobs = sample_next(logits, sampling.temperature, sampling.top_k, sampling.top_p, generator)
             tokens = tokens.masked_fill(done, pad_id)
@@ -96,7 +99,7 @@ def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, gener
             # checking `done` syncs with the device: on GPU only every 16 steps
             if t + 1 == batch.steps or (t % check_every == check_every - 1 and bool(done.all())):
                 break
-            logits = _decode_step(forward, batch, cache, tokens, t, static)
+            logits = _decode_step(forward, batch, cache, tokens, t, static, slots)
     return _trim(torch.stack(tokens_out, 1), torch.stack(logprobs_out, 1), eos_ids, pad_id, batch.budgets)
 
 
@@ -119,15 +122,12 @@ def _prefill(model, batch: Batch, cache, static: bool):
     return out.logits[:, -1]  # (B, V)
 
 
-def _decode_step(forward, batch: Batch, cache, tokens, t: int, static: bool):
-    import torch
-
-    at = batch.prompt_width + t  # the slot of the token being fed
+def _decode_step(forward, batch: Batch, cache, tokens, t: int, static: bool, slots):
+    at = slots[t : t + 1]  # (1,) the cache slot of the token being fed; on device, no host copy
     position = (at - batch.pad_len)[:, None]  # (B, 1)
-    mask = batch.mask if static else batch.mask[:, : at + 1]
+    mask = batch.mask if static else batch.mask[:, : batch.prompt_width + t + 1]
     out = forward(input_ids=tokens[:, None], attention_mask=mask, position_ids=position,
-                  past_key_values=cache, use_cache=True,
-                  cache_position=torch.tensor([at], device=tokens.device))
+                  past_key_values=cache, use_cache=True, cache_position=at)
     return out.logits[:, -1]
 
 
