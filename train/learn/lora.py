@@ -2,7 +2,7 @@
 
 LoRA on every linear layer except the output head (peft's "all-linear"), vision modules
 excluded; rank and alpha come from the arm. Gradient checkpointing is on (non-reentrant, so
-frozen inputs need no requires_grad hack), the KV cache off during training.
+frozen inputs need no requires_grad hack).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _save_attention_policy():
 def prepare_for_training(policy, gradient_checkpointing: bool = True, selective: bool = False,
                          keep_layers: int = 0):
     """Checkpointing on (optionally selective; the last `keep_layers` decoder layers keep
-    their activations, trading spare memory for no recompute), KV cache off."""
+    their activations, trading spare memory for no recompute)."""
     from train.learn.logprobs import causal_lm
 
     lm = causal_lm(policy)
@@ -61,8 +61,7 @@ def prepare_for_training(policy, gradient_checkpointing: bool = True, selective:
                   and m is not lm and type(m).__name__.endswith("DecoderLayer")]
         for layer in layers[len(layers) - keep_layers:] if keep_layers else []:
             layer.gradient_checkpointing = False
-    lm.config.use_cache = False
-    return policy
+    return policy  # the learner passes use_cache=False itself; generation keeps its cache
 
 
 def adapter_parameters(policy) -> list:

@@ -130,6 +130,7 @@ def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
         ref = _logprobs(policy, batch.rows, cfg.logprob_chunk)
     with timer.phase("update_actor"):
         metrics = _update(policy, optimizer, batch, old, ref, cfg)
+    policy.eval()  # generation runs next: no checkpointing, KV cache on
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
     return {**metrics, "tokens": batch.tokens, "micro_batches": len(batch.rows),
             "peak_mem_gib": peak, "lr": optimizer.param_groups[0]["lr"],
