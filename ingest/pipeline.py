@@ -66,6 +66,8 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
     manifests = load_manifests(manifest_files)
     layouts = layouts if layouts is not None else [discover(root) for root in roots]
     report = IngestReport(roots=[layout.root for layout in layouts])
+    report.warnings += [f"skipped {path}: not a run (no round_<N>/ or timing.jsonl inside)"
+                        for layout in layouts for path in layout.skipped]
     jobs = [job for layout in layouts for job in layout.files]
     report.files_total, report.bytes_total = len(jobs), sum(job.size for job in jobs)
     if progress:
@@ -244,10 +246,10 @@ class _Walker:
     # rendered views: no rows, so all of them in one transaction
     def rendered(self, jobs: list[FileJob]) -> None:
         todo = [(job, *got) for job in jobs if (got := self.read(job)) is not None]
+        ids = [self.claim(job.path) for job, _, _ in todo]
 
         def work():
-            for job, _, digest in todo:
-                source_id, existed = self.claim(job.path)
+            for (job, _, digest), (source_id, existed) in zip(todo, ids):
                 source = open_source(self.con, source_id=source_id, existed=existed,
                                      path=job.path, kind=job.kind, run_id=job.run_id,
                                      round=job.round, task=job.task, size_bytes=job.size,
@@ -257,9 +259,8 @@ class _Walker:
 
         if todo:
             _transaction(self.con, work)
-        for job, _, digest in todo:
-            self.known[job.path] = (self.claim(job.path)[0], job.size, job.mtime_ns, digest, 0,
-                                    None)
+        for (job, _, digest), (source_id, _) in zip(todo, ids):
+            self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, 0, None)
             self.report.files_loaded += 1
             self._tick(job, 0)
 

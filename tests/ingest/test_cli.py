@@ -80,6 +80,7 @@ def test_unknown_run_gets_a_warning_and_kind_from_its_name(small_root, tmp_path)
     result = _run("--db", url, "ingest", str(root))
     assert result.exit_code == 0
     assert "run probe_something has no manifest entry" in result.output
+    assert "not_a_run: not a run (no round_<N>/ or timing.jsonl inside)" in result.output
     assert rows(url, "SELECT run_id, kind, arm FROM runs ORDER BY 1") == [
         ("probe_something", "probe", None), ("smoke_x", "smoke", None)]
 
