@@ -46,6 +46,7 @@ class RunOptions:
     export_root: str | None = None
     spool_root: str | None = None
     learn: bool = True
+    checkpoint_root: str | None = None  # save the adapter + optimizer after each step
     sets: dict = field(default_factory=dict)
     exec_workers: int | None = None
     tiny_cache: str | None = None
@@ -96,10 +97,15 @@ def run(opts: RunOptions, log=print) -> RunReport:
             result = run_round(round_no, trees, ctx)
         step = None
         if learner is not None:
-            learner(result, timer)  # old_log_prob, ref, adv, update_actor
+            metrics = learner.step(result, timer)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
                 pass  # HF generation reads the same (updated) module; vLLM: backend.set_adapter(dir)
+            if opts.checkpoint_root:
+                with timer.phase("save_checkpoint"):
+                    learner.save(opts.checkpoint_root, run_id, round_no)
             step = timer.row(round_no)
+            log(f"Step {round_no}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()
+                                                   if isinstance(v, (int, float)) and v is not None))
         where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
         report.rounds.append(_round_line(round_no, result, where, log))
     report.spooled = writer.spooled
@@ -226,20 +232,34 @@ def make_backend(opts: RunOptions, arm: Arm, policy):
     return HFBackend(policy.model, policy.tokenizer)
 
 
-def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions):
-    """The GRPO step's call site: a function (round result, timer) -> step metrics."""
-    from train.learn.lora import make_optimizer
-    from train.learn.step import Sample, StepConfig, grpo_step
+@dataclass
+class Learner:
+    """The GRPO step's call site (train.learn owns the step itself)."""
 
-    optimizer = make_optimizer(policy.model, overrides.get("learning_rate") or arm.learning_rate)
-    config = StepConfig(token_budget=max(arm.total_cap or 0, 4096))
+    policy: object
+    optimizer: object
+    config: object
 
-    def learn(result, timer) -> dict:
+    def step(self, result, timer) -> dict:
+        """One GRPO step on the round's nodes: every sibling is a sample of its group."""
+        from train.learn.step import Sample, grpo_step
+
         samples = [Sample(c.prompt_token_ids, c.response_token_ids, r["reward"], r["sibling_group"])
                    for task in result.records for r, c in zip(result.records[task], result.completions[task])]
-        return grpo_step(policy.model, optimizer, samples, config, timer)
+        return grpo_step(self.policy.model, self.optimizer, samples, self.config, timer)
 
-    return learn
+    def save(self, root: str, run_id: str, step: int):
+        from train.learn.checkpoint import save_checkpoint
+
+        return save_checkpoint(root, run_id, step, self.policy.model, self.optimizer)
+
+
+def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions) -> Learner:
+    from train.learn.lora import make_optimizer
+    from train.learn.step import StepConfig
+
+    optimizer = make_optimizer(policy.model, overrides.get("learning_rate") or arm.learning_rate)
+    return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096)))
 
 
 def _writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str, log):

@@ -28,13 +28,15 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="Where a round goes when the warehouse stays locked (default: ./spool_<run>).")
 @click.option("--learn/--no-learn", default=True, show_default=True,
               help="Run the GRPO step after each round (--no-learn: rollouts only).")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+              help="Save the LoRA adapter and optimizer after each step under this directory.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override an arm or run setting for this run (recorded on the run row), e.g. --set response_cap=4096.")
 @click.option("--exec-workers", type=int, default=None, help="Parallel node executions (default: CPU count).")
 @click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
 @click.pass_context
 def run_command(ctx: click.Context, arm, model, rounds, first_round, tasks, tasks_root, seed, db, device,
-                backend, export_root, spool_root, learn, sets, exec_workers, run_id) -> None:
+                backend, export_root, spool_root, learn, checkpoint_dir, sets, exec_workers, run_id) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
@@ -42,7 +44,8 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, tasks, task
     opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round,
                       tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), tasks_root=tasks_root,
                       seed=seed, db_url=resolve_db_url(db), device=device, backend=backend,
-                      export_root=export_root, spool_root=spool_root, learn=learn, sets=parse_sets(sets),
+                      export_root=export_root, spool_root=spool_root, learn=learn, checkpoint_root=checkpoint_dir,
+                      sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id)
     _check_warehouse(opts.db_url)
     report = run(opts, log=click.echo)

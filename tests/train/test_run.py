@@ -133,3 +133,21 @@ def test_cli_run_writes_rounds(db_url, model_dir, monkeypatch):
                                        "--no-learn", "--set", "siblings_per_expansion=2", "--run-id", "r1"])
     assert result.exit_code == 0, result.output
     assert "Round 1: 2 nodes generated, 2 executed, 1 valid" in result.output
+
+
+def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_dir, monkeypatch, tmp_path):
+    import train.run
+    from warehouse.db import connect
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: CannedBackend(policy.tokenizer))
+    said = []
+    opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=True,
+                      checkpoint_root=str(tmp_path / "ckpt"), sets={"siblings_per_expansion": "2"}, run_id="r_learn")
+    run(opts, log=said.append)
+    with connect(db_url, read_only=True) as con:
+        step = con.execute("SELECT step, gen_s, update_actor_s, save_checkpoint_s, total_s FROM steps").fetchall()
+    assert len(step) == 1 and step[0][0] == 1
+    assert all(v is not None and v > 0 for v in step[0][1:])
+    assert step[0][1] + step[0][2] + step[0][3] <= step[0][4]
+    assert any(line.startswith("Step 1: ") and "tokens 6" in line for line in said)  # 2 siblings x 3 tokens
+    assert list((tmp_path / "ckpt").rglob("*.safetensors"))

@@ -82,3 +82,17 @@ def test_total_cap_shrinks_the_response_budget():
 def test_thinking_is_split_from_the_answer():
     assert split_thinking("<think>plan it</think>\n```python\nx\n```") == ("plan it", "```python\nx\n```")
     assert split_thinking("no thinking") == (None, "no thinking")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compiled_cuda_graph_path_matches_dynamic_greedy_on_gpu(tiny_model, tiny_tokenizer, messages):
+    model = tiny_model.to("cuda")
+    try:
+        greedy = SamplingConfig(max_new_tokens=20, temperature=0.0)
+        requests = [GenRequest(messages("Write a first solution."), 2), GenRequest(messages("hi"), 1)]
+        fast = HFBackend(model, tiny_tokenizer, fast=True).generate(requests, greedy)
+        slow = HFBackend(model, tiny_tokenizer, fast=False).generate(requests, greedy)
+        assert [[c.response_token_ids for c in g] for g in fast] == [[c.response_token_ids for c in g] for g in slow]
+    finally:
+        tiny_model.to("cpu")
