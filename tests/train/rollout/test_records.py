@@ -1,0 +1,109 @@
+"""Node records and summaries (schema C), prompt-cap errors, and the vLLM backend's API use."""
+from __future__ import annotations
+
+import sys
+import types
+
+from train.generate.base import Completion, GenRequest, SamplingConfig
+from train.rollout.records import best_node, node_records, prompt_error_record, task_round_summary
+from train.rollout.render import render_tree
+from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
+
+
+def _env(status: str, reward: float, oriented: float | None = None) -> dict:
+    return {"code": "x", "plan": "", "status": status, "exc_type": None, "reward": reward, "test_metric": oriented,
+            "oriented": oriented, "source": "grade" if oriented is not None else None, "humanrank": reward}
+
+
+def _improve_expansion():
+    tree = TaskTree("t")
+    tree.add([{"id": "aaaaaaaaaaaa", "status": "ok", "reward": 0.4, "code": "y", "depth": 0, "oriented": 0.7,
+               "test_metric": 0.7}])
+    return plan_expansion(tree, "# t", 2, 0, SearchSettings(draft_prob=0.0), run_seed=0)
+
+
+def test_records_carry_search_generation_and_parent_evidence():
+    exp = _improve_expansion()
+    comps = [Completion(exp.messages, "a", None, [1, 2], [-0.1, -0.2], [9, 9]) for _ in range(3)]
+    recs = node_records(exp, comps, [_env("ok", 0.5, 0.8), _env("ok", 0.9, 0.9), _env("crashed", -0.5)])
+    assert [r["group_best"] for r in recs] == [False, True, False]
+    assert {r["parent_id"] for r in recs} == {"aaaaaaaaaaaa"} and {r["depth"] for r in recs} == {1}
+    assert {r["sibling_group"] for r in recs} == {exp.sibling_group} and len({r["id"] for r in recs}) == 3
+    assert recs[0]["improve_delta"] == 0.8 - 0.7 and recs[2]["improve_delta"] is None
+    assert recs[0]["parent_P"] == 1.0  # the only candidate, no draft chance
+    assert "humanrank" not in recs[0] and recs[0]["mode"] == "improve" and recs[0]["step"] == 0
+    assert recs[0]["response_token_ids"] == [1, 2] and recs[0]["prompt_messages"] == exp.messages
+
+
+def test_prompt_error_node_is_an_unexecuted_infrastructure_failure():
+    exp = _improve_expansion()
+    failed = Completion(exp.messages, error="PromptTooLongError: prompt has 99 tokens, over the prompt cap of 10")
+    rec = node_records(exp, [failed], [prompt_error_record(failed)])[0]
+    assert (rec["status"], rec["exc_type"], rec["reward"]) == ("crashed", "PromptTooLongError", -1.0)
+    assert rec["response_token_ids"] == [] and rec["code"] == "" and "prompt cap of 10" in rec["term_tail"]
+
+
+def test_summary_counts_and_best_node_match_the_recount():
+    recs = [{"id": "b", "status": "ok", "oriented": 0.5, "test_metric": 0.5, "reward": 0.1},
+            {"id": "a", "status": "ok", "oriented": 0.5, "test_metric": 0.5, "reward": 0.1},
+            {"id": "c", "status": "crashed", "oriented": None, "test_metric": None, "reward": -0.5}]
+    summary = task_round_summary("t", 3, recs, model="m", expansions=1, buffer_nodes=10, gen_llm_seconds=1.23456,
+                                 gen_exec_seconds=2.0, rollout_file="f", workspace="w")
+    assert (summary["nodes"], summary["valid"], summary["best_node_id"]) == (3, 2, "a")  # tie: smallest id
+    assert summary["gen_llm_seconds"] == 1.235 and summary["round"] == 3
+    assert best_node(recs[2:]) is None
+
+
+def test_tree_render_lists_every_node_and_the_best():
+    exp = _improve_expansion()
+    comps = [Completion(exp.messages, "a") for _ in range(2)]
+    recs = node_records(exp, comps, [_env("ok", 0.5, 0.8), _env("crashed", -0.5)])
+    text = render_tree(recs)
+    assert text.count("improve") == 2 and f"best={recs[0]['id']}" in text and "nodes=2 sibling_groups=1" in text
+
+
+def _fake_vllm(monkeypatch):
+    """A stand-in for the vllm package recording how it is called (vLLM is GPU-only)."""
+    made = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            made["llm"] = kwargs
+
+        def generate(self, prompts, params, lora_request=None):
+            made["generate"] = (prompts, params, lora_request)
+            sample = types.SimpleNamespace(token_ids=[5, 7], logprobs=[{5: types.SimpleNamespace(logprob=-0.25)},
+                                                                       {7: types.SimpleNamespace(logprob=-1.5)}])
+            return [types.SimpleNamespace(outputs=[sample] * p.n) for p in params]
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.__dict__.update(kwargs)
+
+    class LoRARequest:
+        def __init__(self, name, adapter_id, path):
+            self.lora_name, self.lora_int_id, self.lora_path = name, adapter_id, path
+
+    vllm = types.ModuleType("vllm")
+    vllm.LLM, vllm.SamplingParams = LLM, SamplingParams
+    lora = types.ModuleType("vllm.lora")
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    for name, module in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return made
+
+
+def test_vllm_backend_uses_rank_32_lora_fresh_ids_and_returns_logprobs(monkeypatch, tiny_tokenizer, messages):
+    from train.generate.vllm_backend import VLLMBackend
+
+    made = _fake_vllm(monkeypatch)
+    backend = VLLMBackend("/models/x", tiny_tokenizer, gpu_memory_utilization=0.6, max_model_len=36864)
+    assert made["llm"]["enable_lora"] is True and made["llm"]["max_lora_rank"] == 32
+    first, second = backend.set_adapter("/ckpt/1"), backend.set_adapter("/ckpt/2")
+    assert second > first and backend.lora_request.lora_int_id == second
+    out = backend.generate([GenRequest(messages("hi"), 3)], SamplingConfig(max_new_tokens=9, total_cap=36864))
+    params = made["generate"][1][0]
+    assert params.n == 3 and params.max_tokens == 9 and params.logprobs == 0 and params.top_k == -1
+    assert [c.response_logprobs for c in out[0]] == [[-0.25, -1.5]] * 3
+    assert made["generate"][2] is backend.lora_request
