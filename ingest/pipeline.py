@@ -54,6 +54,7 @@ BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds me
 CHECKPOINT_THRESHOLD = "256MB"
 ROW_KINDS = ("nodes", "summary", "timing", "wandb_history", "wandb_config", "wandb_summary")
 RENDERED = ("tree", "transcript")
+ROOT_MANIFEST = "manifest.toml"
 
 
 def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | None = None,
@@ -63,8 +64,11 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
     from warehouse.db import connect
     from warehouse.migrate import require_head
 
-    manifests = load_manifests(manifest_files)
     layouts = layouts if layouts is not None else [discover(root) for root in roots]
+    # A root may carry its own manifest.toml (the trainer's export does): read it first.
+    in_roots = [p for layout in layouts if (p := os.path.join(layout.root, ROOT_MANIFEST))
+                and os.path.isfile(p)]
+    manifests = load_manifests([*in_roots, *manifest_files])
     report = IngestReport(roots=[layout.root for layout in layouts])
     report.warnings += [f"skipped {path}: not a run (no round_<N>/ or timing.jsonl inside)"
                         for layout in layouts for path in layout.skipped]

@@ -69,6 +69,12 @@ def test_manifest_file_adds_and_overrides_runs(small_root, tmp_path):
                                           "resumed_from_step, seed FROM runs")}
     assert got["my_new_run"] == ("mine", "hr24k", "20260719_045416_27b_mix4_hr", 2, None)
     assert got["20260702_020809"][1:] == ("tree_grpo_9b_spooky", None, None, 7)
+    # a manifest.toml inside the root is read without a flag
+    shutil.move(manifest, root / "manifest.toml")
+    (root / "my_new_run" / "timing.jsonl").write_text('{"step": 1, "total_s": 2.0}\n')
+    url2 = make_db(tmp_path, "second.duckdb")
+    assert _run("--db", url2, "ingest", str(root)).exit_code == 0
+    assert rows(url2, "SELECT arm FROM runs WHERE run_id = 'my_new_run'") == [("hr24k",)]
 
 
 def test_unknown_run_gets_a_warning_and_kind_from_its_name(small_root, tmp_path):
