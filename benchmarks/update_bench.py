@@ -105,10 +105,90 @@ def _attention_backend(variant: str):
 
 
 def _prepare(policy, mode: str, variant: str) -> None:
+    from train.learn.attention import set_native_gqa
     from train.learn.lora import prepare_for_training
 
     keep = int(variant.split("keep")[1].split("-")[0]) if "keep" in variant else 0
     prepare_for_training(policy, selective=(mode == "ours" and "sac" in variant), keep_layers=keep)
+    set_native_gqa(mode == "ours" and "gqa" in variant)
+    if mode == "ours" and "compile" in variant:
+        _compile_blocks(policy)
+
+
+def _compile_blocks(policy) -> None:
+    """torch.compile each layer's MLP and attention projections (LoRA scale/add and SiLU*mul
+    fuse); attention itself stays eager (a Python loop over packed sequences)."""
+    from train.learn.logprobs import causal_lm
+
+    for module in causal_lm(policy).modules():
+        if type(module).__name__.endswith("DecoderLayer"):
+            module.mlp.compile(dynamic=True)
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                getattr(module.self_attn, name).compile(dynamic=True)
+
+
+def attention_bench(tokens: int, heads: int = 32, kv_heads: int = 8, dim: int = 128) -> list[dict]:
+    """Causal SDPA forward+backward at one sequence of `tokens`, per backend: TFLOP/s with
+    forward 2 T^2 H D and backward twice that."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, heads, tokens, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    kv = torch.randn(2, 1, kv_heads, tokens, dim, device="cuda", dtype=torch.bfloat16)
+    k_rep = kv[0].repeat_interleave(heads // kv_heads, 1).requires_grad_()
+    v_rep = kv[1].repeat_interleave(heads // kv_heads, 1).requires_grad_()
+    k_gqa, v_gqa = kv[0].clone().requires_grad_(), kv[1].clone().requires_grad_()
+    flops = 3 * 2 * tokens * tokens * heads * dim
+    rows = []
+    for label, backend, k, v, extra in (
+        ("flash", SDPBackend.FLASH_ATTENTION, k_rep, v_rep, {}),
+        ("cudnn", SDPBackend.CUDNN_ATTENTION, k_rep, v_rep, {}),
+        ("efficient", SDPBackend.EFFICIENT_ATTENTION, k_rep, v_rep, {}),
+        ("flash-gqa", SDPBackend.FLASH_ATTENTION, k_gqa, v_gqa, {"enable_gqa": True}),
+        ("cudnn-gqa", SDPBackend.CUDNN_ATTENTION, k_gqa, v_gqa, {"enable_gqa": True}),
+    ):
+        try:
+            with sdpa_kernel([backend]):
+                def once():
+                    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, **extra)
+                    out.backward(torch.ones_like(out))
+                once()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    once()
+                torch.cuda.synchronize()
+                seconds = (time.perf_counter() - t0) / 3
+            rows.append({"attn_backend": label, "tokens": tokens, "fwd_bwd_s": round(seconds, 4),
+                         "tflops": round(flops / seconds / 1e12, 1)})
+        except Exception as exc:
+            rows.append({"attn_backend": label, "tokens": tokens, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def profile_step(policy, optimizer, config, tokens: int, variant: str) -> None:
+    """Top CUDA kernels of one update step (ours), grouped by kind."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _prepare(policy, "ours", variant)
+    ours_step(policy, optimizer, tokens, config.vocab_size, variant)  # warm
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        ours_step(policy, optimizer, tokens, config.vocab_size, variant)
+    events = [e for e in prof.key_averages() if e.device_time_total > 0]
+    total = sum(e.self_device_time_total for e in events)
+    groups: dict[str, float] = {}
+    for e in events:
+        name = e.key.lower()
+        kind = ("attention" if any(w in name for w in ("flash", "fmha", "attention", "cudnn"))
+                else "gemm" if any(w in name for w in ("gemm", "cutlass", "sm90_xmma", "nvjet", "matmul"))
+                else "elementwise/other")
+        groups[kind] = groups.get(kind, 0.0) + e.self_device_time_total
+    print("# profile (one ours step incl. old_log_prob and ref), CUDA time by kind:", flush=True)
+    for kind, us in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"#   {kind}: {us / 1e6:.2f} s ({100 * us / max(total, 1):.0f}%)", flush=True)
+    for e in sorted(events, key=lambda e: -e.self_device_time_total)[:20]:
+        print(f"#   {e.self_device_time_total / 1e6:7.3f} s  x{e.count:<5} {e.key[:110]}", flush=True)
 
 
 def ours_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
@@ -204,6 +284,8 @@ def run_config(name, args) -> list[dict]:
         if args.out:
             with open(args.out, "a") as f:
                 f.write(json.dumps(row) + "\n")
+    if args.profile:
+        profile_step(policy, optimizer, config, args.priority[0], main_variant)
     del policy, optimizer
     _reset_memory(args.device)
     return rows
@@ -244,6 +326,8 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--long-tokens", type=int, default=30000, help="above this, one timed step")
     p.add_argument("--out", default=None, help="append one JSON line per measurement")
+    p.add_argument("--attn-bench", type=_ints, default=[], help="token counts for the SDPA backend bench")
+    p.add_argument("--profile", action="store_true", help="profile one step at the first --priority size")
     args = p.parse_args(argv)
     args.variants = args.variants.split(",")
     if args.device.startswith("cuda"):
@@ -251,7 +335,9 @@ def main(argv=None) -> None:
 
         print(f"# torch {torch.__version__}, transformers {transformers.__version__}, "
               f"{torch.cuda.get_device_name()}", flush=True)
-    rows = [r for name in args.configs.split(",") for r in run_config(name, args)]
+    for tokens in args.attn_bench:
+        attention_bench(tokens)
+    rows = [r for name in args.configs.split(",") if name for r in run_config(name, args)]
     print(table(rows))
 
 

@@ -19,6 +19,13 @@ import torch.nn.functional as F
 
 NAME = "packed_sdpa"
 _registered = False
+_native_gqa = False  # let SDPA broadcast key/value heads itself instead of repeating them
+
+
+def set_native_gqa(enabled: bool) -> None:
+    """Use SDPA's enable_gqa (no repeated K/V copies) where the kernel supports it."""
+    global _native_gqa
+    _native_gqa = enabled
 
 
 def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -33,7 +40,9 @@ def packed_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, 
                         **kwargs):
     """query (B, Hq, T, D), key/value (B, Hkv, T, D) -> ((B, T, Hq, D), None)."""
     groups = query.shape[1] // key.shape[1]
-    key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
+    extra = {"enable_gqa": True} if _native_gqa and groups > 1 else {}
+    if not extra:
+        key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
     bounds = kwargs.get("cu_seq_lens_q")
     if bounds is None:
         bounds = [0, query.shape[2]]
@@ -42,7 +51,7 @@ def packed_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, 
     parts = [
         F.scaled_dot_product_attention(
             query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], is_causal=True, scale=scaling,
-            dropout_p=dropout if module.training else 0.0,
+            dropout_p=dropout if module.training else 0.0, **extra,
         )
         for a, b in zip(bounds[:-1], bounds[1:])
     ]
