@@ -62,6 +62,7 @@ class Layout:
     files: list[FileJob] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # directories that are not runs
+    rounds: list[tuple[str, int, str]] = field(default_factory=list)  # (run, round, path)
 
 
 def discover(root: str | os.PathLike) -> Layout:
@@ -140,6 +141,7 @@ def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
 def _walk_round(entry: os.DirEntry, rnd: int, run_id: str, layout: Layout) -> None:
     if _stat(entry, layout, run_id) is None:
         return
+    layout.rounds.append((run_id, rnd, entry.path))
     for child in _entries(Path(entry.path), layout, run_id):
         kind, task = classify(child.name)
         if kind:

@@ -120,7 +120,7 @@ def _transaction(con, work: Callable):
 
 def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestReport) -> None:
     """A runs row per run directory found, plus the LOST runs the applying manifests name."""
-    from ingest.derive import upsert_run
+    from ingest.derive import upsert_round, upsert_run
 
     on_disk = {run.run_id: run for layout in layouts for run in layout.runs}
     applying = {manifests[r]["manifest"] for r in on_disk if r in manifests}
@@ -142,6 +142,9 @@ def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestRep
             report.lost_runs.append(run_id)
             report.warnings.append(f"run {run_id} is LOST (per {entry['manifest']}); "
                                    "recorded with lost = true")
+    for layout in layouts:  # every round directory, even one whose files all failed
+        for run_id, rnd, path in layout.rounds:
+            upsert_round(con, run_id, rnd, path)
     report.runs = len(on_disk)
 
 

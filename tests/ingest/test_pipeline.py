@@ -52,6 +52,12 @@ def test_counts_match_an_independent_recount(warehouse, sample_root):
     assert rows(url, "SELECT count(*) FROM ingest_errors") == [(0,)]
 
 
+def test_every_round_directory_is_a_rounds_row(warehouse, sample_root):
+    url, _ = warehouse
+    expected = {(p.parent.name, int(p.name[6:]), str(p)) for p in sample_root.glob("*/round_*")}
+    assert set(rows(url, "SELECT run_id, round, source_path FROM rounds")) == expected
+
+
 def test_summaries_and_timing_land_verbatim(warehouse, sample_root):
     url, _ = warehouse
     got = {r[:3]: r[3:] for r in rows(
