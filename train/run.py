@@ -99,7 +99,7 @@ def run(opts: RunOptions, log=print) -> RunReport:
         if learner is not None:
             metrics = learner.step(result, timer)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
-                pass  # HF generation reads the same (updated) module; vLLM: backend.set_adapter(dir)
+                _update_weights(ctx.backend, learner, opts, run_id, round_no)
             if opts.checkpoint_root:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
@@ -252,6 +252,19 @@ class Learner:
         from train.learn.checkpoint import save_checkpoint
 
         return save_checkpoint(root, run_id, step, self.policy.model, self.optimizer)
+
+
+def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int) -> None:
+    """Make the generator sample from the updated policy. The transformers backend shares the
+    module, so it already does; vLLM gets the adapter saved and served under a fresh id."""
+    if not hasattr(backend, "set_adapter"):
+        return
+    import tempfile
+    from pathlib import Path
+
+    root = Path(opts.checkpoint_root or tempfile.gettempdir()) / run_id / f"served_adapter_{round_no}"
+    learner.policy.model.save_pretrained(root)
+    backend.set_adapter(str(root))
 
 
 def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions) -> Learner:

@@ -65,11 +65,12 @@ class RoundWriter:
         self.spool_root = Path(spool_root) if spool_root else Path(f"spool_{run.run_id}")
         self.lock_wait_s = lock_wait_s
         self.log = log
-        self.steps: list[dict] = []
+        self.steps: list[dict] = []  # every step so far (the export's timing.jsonl)
+        self.spooled_steps: list[dict] = []  # only the spooled rounds' steps (the spool's timing.jsonl)
         self.spooled: list[int] = []
 
     def write(self, rnd: RoundWrite) -> str:
-        """Commit the round (else spool it) and export it; returns 'db' or 'spool'."""
+        """Commit the round (else spool it) and export it; returns 'db', 'spool' or 'export'."""
         if rnd.step:
             self.steps.append(rnd.step)
         if self.export_root is not None:
@@ -77,10 +78,12 @@ class RoundWriter:
         if self.db_url is None:
             return "export"
         try:
-            commit_round(self.db_url, self.run, rnd, self.steps, self.lock_wait_s)
+            commit_round(self.db_url, self.run, rnd, self.lock_wait_s)
             return "db"
         except DatabaseLockedError as exc:
-            export_round(self.spool_root, self.run, rnd, self.steps)
+            # the spool holds only what the warehouse lacks, so ingesting it adds no duplicate
+            self.spooled_steps += [rnd.step] if rnd.step else []
+            export_round(self.spool_root, self.run, rnd, self.spooled_steps)
             self.spooled.append(rnd.round)
             self.log(f"Warning: round {rnd.round} not committed ({exc}); spooled to {self.spool_root}. "
                      f"Load it later with: warehouse --db {self.db_url} ingest {self.spool_root} "
@@ -92,9 +95,10 @@ def source_path(run_id: str, round: int, task: str) -> str:
     return f"train://{run_id}/round_{round}/{task}"
 
 
-def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, steps: list[dict],
-                 lock_wait_s: float = LOCK_WAIT_S) -> None:
-    """The round's rows in one transaction; the connection is held only for this."""
+def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float = LOCK_WAIT_S) -> None:
+    """The round's rows, and its step's timing row, in one transaction; the connection is held
+    only for this. Each step is its own source, so a round spooled in between never duplicates
+    or drops another round's timing row."""
     from ingest.records import load_steps, load_task_round, upsert_run
     from warehouse.db import connect
 
@@ -105,8 +109,8 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, steps: list[dict],
             for task, records in rnd.records.items():
                 load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
                                 summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
-            if steps:
-                load_steps(con, run.run_id, steps, source_path=f"train://{run.run_id}/timing")
+            if rnd.step:
+                load_steps(con, run.run_id, [rnd.step], source_path=f"train://{run.run_id}/round_{rnd.round}/timing")
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -89,7 +89,7 @@ def test_a_failure_mid_round_leaves_no_partial_round(db_url, monkeypatch):
 
     monkeypatch.setattr(ingest.records, "load_task_round", fail_second)
     with pytest.raises(RuntimeError):
-        commit_round(db_url, _run_row(), _round(trees, 1), [])
+        commit_round(db_url, _run_row(), _round(trees, 1))
     assert _rows(db_url, "SELECT count(*) FROM nodes") == [(0,)]
     assert _rows(db_url, "SELECT count(*) FROM runs") == [(0,)]
 
@@ -113,6 +113,28 @@ def test_locked_warehouse_spools_the_round_and_says_how_to_ingest(db_url, tmp_pa
     assert (tmp_path / "spool" / "manifest.toml").is_file()
     assert f"ingest {tmp_path / 'spool'}" in said[0]
     assert _rows(db_url, "SELECT count(*) FROM nodes") == [(0,)]
+    assert [json.loads(line)["step"] for line in (tmp_path / "spool" / RUN_ID / "timing.jsonl").read_text().splitlines()] == [1]
+
+
+def test_a_spooled_round_ingested_later_completes_the_run_without_duplicates(db_url, tmp_path, monkeypatch):
+    import train.writer
+    from ingest.pipeline import ingest_roots
+    from warehouse.errors import DatabaseLockedError
+
+    trees = {t: TaskTree(t) for t in TASKS}
+    writer = RoundWriter(db_url, _run_row(), spool_root=tmp_path / "spool", log=lambda line: None)
+    real = train.writer.commit_round
+
+    def locked_for_round_2(url, run, rnd, wait):
+        if rnd.round == 2:
+            raise DatabaseLockedError("locked")
+        return real(url, run, rnd, wait)
+
+    monkeypatch.setattr(train.writer, "commit_round", locked_for_round_2)
+    assert [writer.write(_round(trees, r)) for r in (1, 2, 3)] == ["db", "spool", "db"]
+    ingest_roots(db_url, [str(tmp_path / "spool")], [str(tmp_path / "spool" / "manifest.toml")])
+    assert _rows(db_url, "SELECT round, count(*) FROM nodes GROUP BY 1 ORDER BY 1") == [(1, 8), (2, 8), (3, 8)]
+    assert _rows(db_url, "SELECT step FROM steps ORDER BY 1") == [(1,), (2,), (3,)]
 
 
 def _write_in_child(db_url: str, spool: str) -> tuple[str, list]:
