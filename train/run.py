@@ -51,7 +51,8 @@ class RunOptions:
     exec_workers: int | None = None
     tiny_cache: str | None = None
     run_id: str | None = None
-    first_round: int = 1
+    first_round: int | None = None  # default: 1, or the resume step + 1
+    resume_from: str | None = None  # "RUN:STEP": continue RUN's trees (and checkpoint) after round STEP
 
 
 @dataclass
@@ -78,20 +79,21 @@ def run(opts: RunOptions, log=print) -> RunReport:
     """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled)."""
     from train.learn.timing import PhaseTimer
     from train.rollout.round import run_round
-    from train.rollout.tree import TaskTree
     from train.writer import RoundWrite
 
     arm, knobs, overrides = resolve_settings(opts)
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
     run_id = opts.run_id or new_run_id(arm.name)
     log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
+    resume = _resume_point(opts)
     policy = _load_policy(opts, arm, log)
-    learner = _learner(policy, arm, overrides, opts) if opts.learn else None
+    learner = _learner(policy, arm, overrides, opts, resume) if opts.learn else None
     ctx = _round_context(opts, arm, knobs, tasks, policy, run_id, log)
-    writer = _writer(opts, arm, run_id, overrides, notes, log)
-    trees = {name: TaskTree(name) for name in tasks}
+    writer = _writer(opts, arm, run_id, overrides, notes, resume, log)
+    trees = _trees(opts, tasks, resume)
+    first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
-    for round_no in range(opts.first_round, opts.first_round + opts.rounds):
+    for round_no in range(first, first + opts.rounds):
         timer = PhaseTimer()
         with timer.phase("gen"):
             result = run_round(round_no, trees, ctx)
@@ -196,6 +198,25 @@ def new_run_id(arm: str) -> str:
 
 # --- the pieces of the loop ----------------------------------------------------------
 
+def _resume_point(opts: RunOptions):
+    if not opts.resume_from:
+        return None
+    from train.learn.checkpoint import parse_resume
+
+    return parse_resume(opts.resume_from)
+
+
+def _trees(opts: RunOptions, tasks: dict, resume) -> dict:
+    """Empty trees, or the resumed lineage's trees as they stood after round `resume.step`."""
+    from train.rollout.tree import TaskTree
+
+    if resume is None:
+        return {name: TaskTree(name) for name in tasks}
+    from train.rollout.lineage import load_trees
+
+    return load_trees(opts.db_url, resume.run_id, resume.step, tasks)
+
+
 def _load_policy(opts: RunOptions, arm: Arm, log):
     from train.policy.loader import load_policy
 
@@ -267,19 +288,27 @@ def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, ro
     backend.set_adapter(str(root))
 
 
-def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions) -> Learner:
+def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None) -> Learner:
     from train.learn.lora import make_optimizer
     from train.learn.step import StepConfig
 
     optimizer = make_optimizer(policy.model, overrides.get("learning_rate") or arm.learning_rate)
+    if resume is not None:
+        if not opts.checkpoint_root:
+            raise TerminalError("--resume-from with learning needs --checkpoint-dir holding "
+                                f"{resume.run_id}/global_step_{resume.step} (or pass --no-learn).")
+        from train.learn.checkpoint import load_checkpoint
+
+        load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
     return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096)))
 
 
-def _writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str, log):
+def _writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str, resume, log):
     from train.writer import RoundWriter, RunRow
 
+    resumed = {"run": resume.run_id, "step": resume.step} if resume else None
     row = RunRow(run_id=run_id, arm=arm.name, question_id=arm.question_id, model=opts.model,
-                 seed=opts.seed, overrides=overrides, notes=notes)
+                 seed=opts.seed, overrides=overrides, notes=notes, resumed_from=resumed)
     return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root, log=log)
 
 

@@ -12,7 +12,9 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--model", default="tiny", show_default=True,
               help="'tiny' (the CPU policy, built on first use) or a local Hugging Face model directory.")
 @click.option("--rounds", type=int, default=2, show_default=True, help="Tree-search rounds to run.")
-@click.option("--first-round", type=int, default=1, show_default=True, help="Number of the first round.")
+@click.option("--first-round", type=int, default=None, help="Number of the first round (default: 1, or STEP+1 when resuming).")
+@click.option("--resume-from", default=None, metavar="RUN:STEP",
+              help="Continue RUN's search trees (and, when learning, its checkpoint) after round STEP.")
 @click.option("--tasks", default="", help="Comma-separated task slugs (default: the arm's tasks).")
 @click.option("--tasks-root", type=click.Path(file_okay=False), default=None,
               help="Directory of MLE-bench task folders (default: $TRAIN_TASKS_ROOT, else the bundled tasks).")
@@ -35,13 +37,13 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--exec-workers", type=int, default=None, help="Parallel node executions (default: CPU count).")
 @click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
 @click.pass_context
-def run_command(ctx: click.Context, arm, model, rounds, first_round, tasks, tasks_root, seed, db, device,
+def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from, tasks, tasks_root, seed, db, device,
                 backend, export_root, spool_root, learn, checkpoint_dir, sets, exec_workers, run_id) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
 
-    opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round,
+    opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round, resume_from=resume_from,
                       tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), tasks_root=tasks_root,
                       seed=seed, db_url=resolve_db_url(db), device=device, backend=backend,
                       export_root=export_root, spool_root=spool_root, learn=learn, checkpoint_root=checkpoint_dir,

@@ -39,11 +39,12 @@ class RunRow:
     overrides: dict = field(default_factory=dict)
     notes: str = ""
     kind: str = "training"
+    resumed_from: dict | None = None  # {"run": ..., "step": ...}
 
     def row(self, source_path: str) -> dict:
         return {"run_id": self.run_id, "arm": self.arm, "question_id": self.question_id, "kind": self.kind,
                 "model": self.model, "seed": self.seed, "overrides": self.overrides or None,
-                "notes": self.notes or None, "source_path": source_path}
+                "notes": self.notes or None, "source_path": source_path, "resumed_from": self.resumed_from}
 
 
 @dataclass
@@ -150,6 +151,8 @@ def write_manifest(path: Path, run: RunRow) -> None:
                                     ("notes", run.notes)) if v})
     if run.overrides:
         entry["overrides"] = run.overrides
+    if run.resumed_from:
+        entry["resumed_from"] = run.resumed_from
     doc.setdefault("runs", {})[run.run_id] = entry
     path.write_text(tomli_w.dumps(doc))
 

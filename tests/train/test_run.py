@@ -151,3 +151,38 @@ def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_d
     assert step[0][1] + step[0][2] + step[0][3] <= step[0][4]
     assert any(line.startswith("Step 1: ") and "tokens 6" in line for line in said)  # 2 siblings x 3 tokens
     assert list((tmp_path / "ckpt").rglob("*.safetensors"))
+
+
+def test_resumed_run_continues_the_lineage_tree_up_to_the_resume_step(db_url, model_dir, monkeypatch):
+    import train.run
+    from warehouse.db import connect
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: CannedBackend(policy.tokenizer))
+    sets = {"siblings_per_expansion": "2", "draft_prob": "0"}
+    run(RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, sets=sets,
+                   run_id="run_a"), log=lambda line: None)
+    run(RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=False, sets=sets,
+                   run_id="run_b", resume_from="run_a:1"), log=lambda line: None)
+    with connect(db_url, read_only=True) as con:
+        a_round1 = {r[0] for r in con.execute("SELECT node_id FROM nodes WHERE run_id = 'run_a' AND round = 1").fetchall()}
+        b = con.execute("SELECT round, mode, parent_id FROM nodes WHERE run_id = 'run_b'").fetchall()
+        lineage = con.execute("SELECT resumed_from_run, resumed_from_step FROM runs WHERE run_id = 'run_b'").fetchone()
+    assert lineage == ("run_a", 1)
+    assert {r[0] for r in b} == {2}  # continues at round STEP + 1
+    assert {r[1] for r in b} <= {"improve", "debug"} and {r[2] for r in b} <= a_round1  # not run_a's round 2
+
+
+def test_resume_with_learning_needs_a_checkpoint_dir(db_url):
+    with pytest.raises(TerminalError, match="--checkpoint-dir"):
+        train_run_learner_resume()
+
+
+def train_run_learner_resume():
+    from types import SimpleNamespace
+
+    from train.learn.checkpoint import ResumePoint
+    from train.run import _learner
+    from warehouse.arms import get_arm
+
+    policy = SimpleNamespace(model=__import__("torch").nn.Linear(2, 2))
+    return _learner(policy, get_arm("hr24k_u6"), {"learning_rate": 1e-4}, RunOptions(), ResumePoint("r", 1))

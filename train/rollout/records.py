@@ -26,7 +26,7 @@ def _record(expansion: Expansion, completion: Completion, env: dict) -> dict:
     record = {
         "id": new_id(expansion.rng),
         "parent_id": parent["id"] if parent else None,
-        "depth": parent["depth"] + 1 if parent else 0,
+        "depth": (parent.get("depth") or 0) + 1 if parent else 0,
         "mode": expansion.mode,
         "round": expansion.round,
         "step": expansion.index,

@@ -39,8 +39,8 @@ class TaskTree:
     expansions: int = 0
 
     def candidates(self) -> list[dict]:
-        """Nodes that can be expanded: they have code (improve or debug needs it)."""
-        return [n for n in self.nodes if n.get("code")]
+        """Nodes that can be expanded: they have code (improve or debug needs it) and a reward."""
+        return [n for n in self.nodes if n.get("code") and n.get("reward") is not None]
 
     def add(self, records: list[dict]) -> None:
         self.nodes.extend(records)
