@@ -86,11 +86,11 @@ def run(opts: RunOptions, log=print) -> RunReport:
     run_id = opts.run_id or new_run_id(arm.name)
     log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
     resume = _resume_point(opts)
+    trees = _trees(opts, tasks, resume)  # before the model loads: a bad resume point fails fast
     policy = _load_policy(opts, arm, log)
     learner = _learner(policy, arm, overrides, opts, resume) if opts.learn else None
     ctx = _round_context(opts, arm, knobs, tasks, policy, run_id, log)
     writer = _writer(opts, arm, run_id, overrides, notes, resume, log)
-    trees = _trees(opts, tasks, resume)
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
