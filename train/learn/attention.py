@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 NAME = "packed_sdpa"
 _registered = False
-_native_gqa = False  # let SDPA broadcast key/value heads itself instead of repeating them
+_native_gqa = True  # let SDPA broadcast key/value heads itself instead of repeating them
 
 
 def set_native_gqa(enabled: bool) -> None:
@@ -48,15 +48,16 @@ def packed_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, 
         bounds = [0, query.shape[2]]
     elif isinstance(bounds, torch.Tensor):
         bounds = bounds.tolist()
-    parts = [
-        F.scaled_dot_product_attention(
+    drop = dropout if module.training else 0.0
+    b_, h_, t_, _ = query.shape
+    out = query.new_empty(b_, t_, h_, value.shape[-1])  # (B, T, Hq, D): one copy per part, no cat
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        part = F.scaled_dot_product_attention(
             query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], is_causal=True, scale=scaling,
-            dropout_p=dropout if module.training else 0.0, **extra,
+            dropout_p=drop, **extra,
         )
-        for a, b in zip(bounds[:-1], bounds[1:])
-    ]
-    out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
-    return out.transpose(1, 2).contiguous(), None
+        out[:, a:b] = part.transpose(1, 2)
+    return out, None
 
 
 def register() -> None:

@@ -43,7 +43,7 @@ class Learner:
         """Prepare the policy for training; load the checkpoint when resuming."""
         from train.learn.lora import make_optimizer, prepare_for_training
 
-        prepare_for_training(policy)
+        prepare_for_training(policy, selective=True)
         budget = opts.token_budget or max(total_cap or 0, 4096)
         learner = cls(policy, make_optimizer(policy, lr), StepConfig(token_budget=budget), run_id, opts)
         if opts.resume_from:
@@ -74,13 +74,21 @@ class Learner:
 
     def after_commit(self, db_url: str, step: int, log=print) -> None:
         """Once the round is in the warehouse: metrics row, then the gates that read it."""
-        from warehouse.db import connect
+        after_commit(db_url, self.run_id, step, self.last_metrics, health_gate=(
+            self.opts.health_gate and step == self.first_step), decision_steps=self.opts.decision_steps, log=log)
 
-        with connect(db_url) as con:
-            write_step_metrics(con, self.run_id, step, self.last_metrics)
-        if self.opts.health_gate and step == self.first_step:
-            with connect(db_url, read_only=True) as con:
-                log(check_health_gate(con, self.run_id))
-        if step in self.opts.decision_steps:
-            with connect(db_url, read_only=True) as con:
-                log(format_decision(decision_rule(con, self.run_id, step), self.run_id, step))
+
+def after_commit(db_url: str, run_id: str, step: int, metrics: dict, health_gate: bool,
+                 decision_steps=(), log=print) -> None:
+    """The step's `step_metrics` row; the health gate when asked (the run's first step: raises
+    HealthGateError on failure); the decision rule's reading when `step` is a decision step."""
+    from warehouse.db import connect
+
+    with connect(db_url) as con:
+        write_step_metrics(con, run_id, step, metrics)
+    if health_gate:
+        with connect(db_url, read_only=True) as con:
+            log(check_health_gate(con, run_id))
+    if step in decision_steps:
+        with connect(db_url, read_only=True) as con:
+            log(format_decision(decision_rule(con, run_id, step), run_id, step))
