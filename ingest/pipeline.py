@@ -65,32 +65,45 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
     from warehouse.migrate import require_head
 
     layouts = layouts if layouts is not None else [discover(root) for root in roots]
-    # A root may carry its own manifest.toml (the trainer's export does): read it first.
-    in_roots = [p for layout in layouts if (p := os.path.join(layout.root, ROOT_MANIFEST))
-                and os.path.isfile(p)]
-    manifests = load_manifests([*in_roots, *manifest_files])
-    report = IngestReport(roots=[layout.root for layout in layouts])
-    report.warnings += [f"skipped {path}: not a run (no round_<N>/ or timing.jsonl inside)"
-                        for layout in layouts for path in layout.skipped]
-    jobs = [job for layout in layouts for job in layout.files]
-    report.files_total, report.bytes_total = len(jobs), sum(job.size for job in jobs)
+    manifests = _manifests(layouts, manifest_files)
+    report = _new_report(layouts)
     if progress:
         progress(None, report.bytes_total, 0)
     with connect(db_url) as con:
         require_head(con, db_url)
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         _transaction(con, lambda: register_runs(con, layouts, manifests, report))
-        walker = _Walker(con, report, progress, max_line_bytes)
-        for layout in layouts:
-            for problem in layout.problems:
-                walker.problem(problem)
-        walker.rendered([job for job in jobs if job.kind in RENDERED])
-        for kind in ROW_KINDS:
-            for batch in _batches([job for job in jobs if job.kind == kind], batch_bytes):
-                walker.batch(kind, batch)
+        _load_files(_Walker(con, report, progress, max_line_bytes), layouts, batch_bytes)
         if report.files_loaded or report.files_failed:
             con.execute("CHECKPOINT")  # the next open needs no WAL replay
     return report
+
+
+def _manifests(layouts: list[Layout], manifest_files) -> dict:
+    """Shipped manifests, then each root's own manifest.toml (the trainer's export writes
+    one), then the --manifest files."""
+    in_roots = [path for layout in layouts
+                if os.path.isfile(path := os.path.join(layout.root, ROOT_MANIFEST))]
+    return load_manifests([*in_roots, *manifest_files])
+
+
+def _new_report(layouts: list[Layout]) -> IngestReport:
+    report = IngestReport(roots=[layout.root for layout in layouts])
+    report.warnings += [f"skipped {path}: not a run (no round_<N>/ or timing.jsonl inside)"
+                        for layout in layouts for path in layout.skipped]
+    jobs = [job for layout in layouts for job in layout.files]
+    report.files_total, report.bytes_total = len(jobs), sum(job.size for job in jobs)
+    return report
+
+
+def _load_files(walker: "_Walker", layouts: list[Layout], batch_bytes: int) -> None:
+    jobs = [job for layout in layouts for job in layout.files]
+    for problem in (p for layout in layouts for p in layout.problems):
+        walker.problem(problem)
+    walker.rendered([job for job in jobs if job.kind in RENDERED])
+    for kind in ROW_KINDS:
+        for batch in _batches([job for job in jobs if job.kind == kind], batch_bytes):
+            walker.batch(kind, batch)
 
 
 def _batches(jobs: list[FileJob], batch_bytes: int):
@@ -321,14 +334,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 MAX_REPORTED_LINES = 20
-
-
-def rel(path: str, roots: list[str]) -> str:
-    """A path relative to the root it came from, for short messages."""
-    for root in roots:
-        if path.startswith(root + os.sep):
-            return path[len(root) + 1:]
-    return path
 
 
 def build_demo(db_url: str, out_dir, seed: int = 0, progress: Progress | None = None
