@@ -47,6 +47,9 @@ class RunOptions:
     spool_root: str | None = None
     learn: bool = True
     checkpoint_root: str | None = None  # save the adapter + optimizer after each step
+    checkpoint_every: int = 1  # steps between checkpoints (train.learn.checkpoint)
+    health_gate: bool = True  # stop after the first step when METRICS.md's health gate fails
+    decision_steps: tuple = ()  # print the decision rule's reading after these steps
     sets: dict = field(default_factory=dict)
     exec_workers: int | None = None
     tiny_cache: str | None = None
@@ -77,6 +80,7 @@ class RunReport:
 
 def run(opts: RunOptions, log=print) -> RunReport:
     """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled)."""
+    from train.learn.session import after_commit
     from train.learn.timing import PhaseTimer
     from train.rollout.round import run_round
     from train.writer import RoundWrite
@@ -102,7 +106,7 @@ def run(opts: RunOptions, log=print) -> RunReport:
             metrics = learner.step(result, timer)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
                 _update_weights(ctx.backend, learner, opts, run_id, round_no)
-            if opts.checkpoint_root:
+            if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
             step = timer.row(round_no)
@@ -110,6 +114,9 @@ def run(opts: RunOptions, log=print) -> RunReport:
                                                    if isinstance(v, (int, float)) and v is not None))
         where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
         report.rounds.append(_round_line(round_no, result, where, log))
+        if learner is not None and where == "db":  # step_metrics row, then gates read from the warehouse
+            after_commit(opts.db_url, run_id, round_no, metrics, health_gate=opts.health_gate and round_no == first,
+                         decision_steps=opts.decision_steps, log=log)
     report.spooled = writer.spooled
     return report
 
@@ -289,7 +296,7 @@ def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, ro
 
 
 def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None) -> Learner:
-    from train.learn.lora import make_optimizer
+    from train.learn.lora import make_optimizer, prepare_for_training
     from train.learn.step import StepConfig
 
     optimizer = make_optimizer(policy.model, overrides.get("learning_rate") or arm.learning_rate)
@@ -300,6 +307,7 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None) -
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
+    prepare_for_training(policy.model, selective=True)  # checkpointing; attention outputs kept
     return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096)))
 
 

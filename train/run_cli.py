@@ -32,14 +32,23 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="Run the GRPO step after each round (--no-learn: rollouts only).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
               help="Save the LoRA adapter and optimizer after each step under this directory.")
+@click.option("--checkpoint-every", type=int, default=1, show_default=True,
+              help="Save a checkpoint every N steps (with --checkpoint-dir).")
+@click.option("--health-gate/--no-health-gate", default=True, show_default=True,
+              help="After the first step, stop unless every task of the first round has an ok node "
+                   "with a reward in [0, 1] (METRICS.md health_gate_step1, read from the warehouse).")
+@click.option("--decision-steps", default="", metavar="9,16,30",
+              help="Print the pre-registered decision rule's reading after these steps.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override an arm or run setting for this run (recorded on the run row), e.g. --set response_cap=4096.")
 @click.option("--exec-workers", type=int, default=None, help="Parallel node executions (default: CPU count).")
 @click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
 @click.pass_context
 def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from, tasks, tasks_root, seed, db, device,
-                backend, export_root, spool_root, learn, checkpoint_dir, sets, exec_workers, run_id) -> None:
+                backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
+                sets, exec_workers, run_id) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
+    from train.learn.gates import parse_steps
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
 
@@ -47,7 +56,8 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), tasks_root=tasks_root,
                       seed=seed, db_url=resolve_db_url(db), device=device, backend=backend,
                       export_root=export_root, spool_root=spool_root, learn=learn, checkpoint_root=checkpoint_dir,
-                      sets=parse_sets(sets),
+                      checkpoint_every=checkpoint_every, health_gate=health_gate,
+                      decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id)
     _check_warehouse(opts.db_url)
     report = run(opts, log=click.echo)
