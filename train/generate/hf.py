@@ -38,6 +38,16 @@ class HFBackend:
 
         if not plans:
             return []
+        was_training = self.model.training
+        self.model.eval()  # a model left in train mode after an update would run checkpointing, no KV cache
+        try:
+            return self._sample_sorted(plans, sampling)
+        finally:
+            self.model.train(was_training)
+
+    def _sample_sorted(self, plans, sampling: SamplingConfig) -> list[tuple[list[int], list[float]]]:
+        import torch
+
         order = sorted(range(len(plans)), key=lambda i: len(plans[i].token_ids))
         size = self.max_batch or len(plans)
         generator = torch.Generator(device=self.device).manual_seed(sampling.seed)

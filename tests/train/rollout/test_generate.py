@@ -96,3 +96,22 @@ def test_compiled_cuda_graph_path_matches_dynamic_greedy_on_gpu(tiny_model, tiny
         assert [[c.response_token_ids for c in g] for g in fast] == [[c.response_token_ids for c in g] for g in slow]
     finally:
         tiny_model.to("cpu")
+
+
+def test_a_model_left_in_train_mode_with_checkpointing_samples_as_in_eval(tiny_model, tiny_tokenizer, messages):
+    greedy = SamplingConfig(max_new_tokens=12, temperature=0.0)
+    request = [GenRequest(messages("Write a first solution."), 1)]
+    expected = HFBackend(tiny_model, tiny_tokenizer).generate(request, greedy)[0][0].response_token_ids
+    attentions = [layer.self_attn for layer in tiny_model.model.layers]
+    for attn in attentions:
+        attn.attention_dropout = 0.9  # in train mode this would scramble every step
+    tiny_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    tiny_model.train()
+    try:
+        got = HFBackend(tiny_model, tiny_tokenizer).generate(request, greedy)[0][0].response_token_ids
+        assert got == expected and tiny_model.training  # mode restored for the learner
+    finally:
+        for attn in attentions:
+            attn.attention_dropout = 0.0
+        tiny_model.gradient_checkpointing_disable()
+        tiny_model.eval()
