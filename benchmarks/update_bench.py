@@ -8,7 +8,9 @@ full total cap"), loss on every token.
          attention, chunked fp32 log-probs over the vocab, gradient checkpointing; variants
          `full` (every layer checkpointed), `sac` (selective: attention outputs saved, so the
          recompute skips the attention kernel), `keepK` (the last K layers not checkpointed),
-         `cudnn` (force the cuDNN SDPA backend).
+         `cudnn` (force the cuDNN SDPA backend), `gqa` (native GQA), `fused` (LoRA term added
+         inside the second GEMM, train.learn.lora.fuse_lora), `normc` (compiled RMSNorms),
+         `compile` (compiled MLPs and attention projections).
 * plain: policy(input_ids, labels=input_ids).loss.backward() + AdamW step, gradient
          checkpointing on, the model's default (sdpa) attention.
 
@@ -111,8 +113,21 @@ def _prepare(policy, mode: str, variant: str) -> None:
     keep = int(variant.split("keep")[1].split("-")[0]) if "keep" in variant else 0
     prepare_for_training(policy, selective=(mode == "ours" and "sac" in variant), keep_layers=keep)
     set_native_gqa(mode == "ours" and "gqa" in variant)
+    if mode == "ours" and "fused" in variant:
+        from train.learn.lora import fuse_lora
+
+        fuse_lora(policy)
+    if mode == "ours" and "normc" in variant:
+        _compile_norms(policy)
     if mode == "ours" and "compile" in variant:
         _compile_blocks(policy)
+
+
+def _compile_norms(policy) -> None:
+    """torch.compile every RMSNorm (fp32 upcast, square, mean, rsqrt, scale: one kernel)."""
+    for module in policy.modules():
+        if type(module).__name__.endswith("RMSNorm"):
+            module.compile(dynamic=True)
 
 
 def _compile_blocks(policy) -> None:
