@@ -10,7 +10,8 @@ full total cap"), loss on every token.
          recompute skips the attention kernel), `keepK` (the last K layers not checkpointed),
          `cudnn` (force the cuDNN SDPA backend), `gqa` (native GQA), `fused` (LoRA term added
          inside the second GEMM, train.learn.lora.fuse_lora), `normc` (compiled RMSNorms),
-         `compile` (compiled MLPs and attention projections).
+         `compile` (compiled MLPs and attention projections). `fused`, `normc` and `compile`
+         patch the model for the rest of the process: list them last, after any plain run.
 * plain: policy(input_ids, labels=input_ids).loss.backward() + AdamW step, gradient
          checkpointing on, the model's default (sdpa) attention.
 
@@ -111,7 +112,7 @@ def _prepare(policy, mode: str, variant: str) -> None:
     from train.learn.lora import prepare_for_training
 
     keep = int(variant.split("keep")[1].split("-")[0]) if "keep" in variant else 0
-    prepare_for_training(policy, selective=(mode == "ours" and "sac" in variant), keep_layers=keep)
+    prepare_for_training(policy, selective=(mode == "ours" and "sac" in variant), keep_layers=keep, fuse=False)
     set_native_gqa(mode == "ours" and "gqa" in variant)
     if mode == "ours" and "fused" in variant:
         from train.learn.lora import fuse_lora

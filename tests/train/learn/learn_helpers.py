@@ -33,10 +33,12 @@ def tiny_base(seed: int = 0, layers: int = 2, vocab: int = VOCAB):
     return Qwen2ForCausalLM(config).float()
 
 
-def tiny_policy(seed: int = 0, init=True, checkpointing: bool = True, vocab: int = VOCAB):
-    """A LoRA r32/a32 policy; init=False gives a random (non-zero) adapter."""
+def tiny_policy(seed: int = 0, init=True, checkpointing: bool = True, vocab: int = VOCAB,
+                fuse: bool = True):
+    """A LoRA r32/a32 policy, prepared as the learner prepares it (fused LoRA unless
+    fuse=False); init=False gives a random (non-zero) adapter."""
     policy = add_lora(tiny_base(seed, vocab=vocab), rank=32, alpha=32, init=init)
-    return prepare_for_training(policy, gradient_checkpointing=checkpointing)
+    return prepare_for_training(policy, gradient_checkpointing=checkpointing, fuse=fuse)
 
 
 def random_samples(n: int = 6, seed: int = 0, groups: int = 2) -> list[Sample]:
