@@ -228,8 +228,9 @@ class _Walker:
             for job, _, _ in todo:
                 self.batch(kind, [job])
             return
-        for key, (job, _, digest) in enumerate(todo):
-            self.land(job, key, staged, digest)
+        keyed = [(key, job, digest) for key, (job, _, digest) in enumerate(todo)]
+        while keyed:
+            keyed = self.land_group(keyed, staged)
         load.drop_staged(self.con)
 
     def _lines(self, job: FileJob, data: bytes):
@@ -237,24 +238,48 @@ class _Walker:
             return whole_text(data)
         return split_lines(data, self.max_line_bytes)
 
-    def land(self, job: FileJob, key: int, staged, digest: str) -> None:
+    def land_group(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
+        """Land the files of `keyed` in one transaction; returns the files still to land.
+
+        One commit per group rather than per file: each commit writes its rows to DuckDB's
+        WAL, and committing a batch at once costs a third as much. Every file is still fully
+        in or fully out. When file k raises, the group rolls back, files before k land again
+        in one transaction, file k is failed exactly as a transaction of its own would have
+        failed, and the files after it are returned to be landed next.
+        """
+        first_id, landed = self.next_id, []
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for key, job, digest in keyed:
+                landed.append(self._land_one(key, job, digest, staged))
+        except BaseException as exc:
+            self.con.execute("ROLLBACK")
+            if not isinstance(exc, Exception):  # Ctrl-C: every file of the group is out
+                raise
+            self.next_id, k = first_id, len(landed)
+            before = keyed[:k]
+            while before:
+                before = self.land_group(before, staged)
+            self.claim(keyed[k][1].path)  # the id a transaction of its own would have used
+            self.fail(keyed[k][1], f"could not load: {_first_line(exc)}")
+            return keyed[k + 1:]
+        self.con.execute("COMMIT")
+        for (key, job, digest), (source_id, rows, rejected) in zip(keyed, landed):
+            self._landed(job, key, staged, digest, source_id, rows, rejected)
+        return []
+
+    def _land_one(self, key: int, job: FileJob, digest: str, staged) -> tuple[int, int, int]:
         source_id, existed = self.claim(job.path)
         rows, rejected = staged.rows[key], len(staged.errors[key])
+        source = open_source(self.con, source_id=source_id, existed=existed, path=job.path,
+                             kind=job.kind, run_id=job.run_id, round=job.round, task=job.task,
+                             size_bytes=job.size, mtime_ns=job.mtime_ns, digest=digest,
+                             rows=rows, rejected=rejected)
+        _land(self.con, job, source, key, staged)
+        return source_id, rows, rejected
 
-        def work():
-            source = open_source(self.con, source_id=source_id, existed=existed, path=job.path,
-                                 kind=job.kind, run_id=job.run_id, round=job.round,
-                                 task=job.task, size_bytes=job.size, mtime_ns=job.mtime_ns,
-                                 digest=digest, rows=rows, rejected=rejected)
-            _land(self.con, job, source, key, staged)
-
-        try:
-            _transaction(self.con, work)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one bad file must not stop the root
-            self.fail(job, f"could not load: {_first_line(exc)}")
-            return
+    def _landed(self, job: FileJob, key: int, staged, digest: str, source_id: int, rows: int,
+                rejected: int) -> None:
         self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, rejected, None)
         self.report.files_loaded += 1
         self.report.rows += rows
