@@ -9,6 +9,9 @@ ranks (gloo has no pre-multiplied sum, so we keep FSDP's default average).
 
 Launch: torchrun --nproc-per-node N ... ; CPU tests use the gloo backend with 2 processes
 (tests/train/learn/test_learn_fsdp.py). Generation stays on vLLM's own tensor parallelism.
+Not done: checkpoints under FSDP (checkpoint.py saves an unsharded peft model; a sharded run
+would gather `full_adapter_state` on rank 0 first), and a `train run --nproc` launcher: the
+loop itself is single-process today; this module is the update's multi-process path.
 """
 from __future__ import annotations
 

@@ -80,16 +80,14 @@ def _logprobs(policy, rows: list[PackedRow], chunk: int) -> list[torch.Tensor]:
 def _accumulate(sums: dict, terms: dict) -> None:
     for key, value in terms.items():
         value = float(value.detach())
-        if key == "ratio_max":
-            sums[key] = max(sums.get(key, value), value)
-        else:
-            sums[key] = sums.get(key, 0.0) + value
+        sums[key] = max(sums[key], value) if key == "ratio_max" else sums[key] + value
 
 
 def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict:
     policy.train()
     optimizer.zero_grad(set_to_none=True)
-    sums: dict[str, float] = {}
+    # every key present on every rank, even one that only ran fillers: metrics are all-reduced
+    sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "ratio_max": 0.0}
     entropy = 0.0
     # backward recomputes checkpointed layers: the packed attention must still be in force
     with packed_attention(causal_lm(policy)), mixed_precision(policy):
@@ -105,7 +103,7 @@ def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict
     optimizer.step()
     sums = all_reduce_sum({**sums, "entropy": entropy})
     means = {k: v / batch.tokens for k, v in sums.items() if k != "ratio_max"}
-    return {**means, "ratio_max": sums.get("ratio_max", 1.0), "grad_norm": grad_norm}
+    return {**means, "ratio_max": sums["ratio_max"], "grad_norm": grad_norm}
 
 
 def _clip(policy, max_norm: float) -> float:
