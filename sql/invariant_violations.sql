@@ -32,16 +32,6 @@ lineage ("run_id", "ancestor") AS (
     JOIN "runs" AS r ON r."run_id" = l."ancestor"
     WHERE r."resumed_from_run" IS NOT NULL
 ),
-run_caps AS (
-    SELECT
-        r."run_id",
-        COALESCE(
-            TRY_CAST(json_extract_string(r."overrides", '$.response_cap') AS INTEGER),
-            a."response_cap"
-        ) AS "response_cap"
-    FROM "runs" AS r
-    LEFT JOIN "arms" AS a ON a."name" = r."arm"
-),
 -- A task's metric direction, as most of its graded nodes across the warehouse show it:
 -- 1 when oriented = test_metric, -1 when oriented = -test_metric, NULL on a tie.
 task_signs AS (
@@ -60,7 +50,7 @@ node_rows AS (
         t."task_sign",
         COALESCE(s."path", 'source ' || n."source_id") || ':' || n."line_no" AS "at"
     FROM "nodes" AS n
-    LEFT JOIN run_caps AS c ON c."run_id" = n."run_id"
+    LEFT JOIN "run_caps" AS c ON c."run_id" = n."run_id"
     LEFT JOIN task_signs AS t ON t."task" = n."task"
     LEFT JOIN "sources" AS s ON s."source_id" = n."source_id"
 ),

@@ -17,10 +17,8 @@ keys AS (
     SELECT DISTINCT "run_id", "round", "task" FROM "nodes"
 ),
 caps AS (
-    -- The response cap reaches a run only through its arm: unknown arm or cap -> NULL.
-    SELECT r."run_id", a."response_cap"
-    FROM "runs" AS r
-    LEFT JOIN "arms" AS a ON a."name" = r."arm"
+    -- The run's response cap: its arm's, or its own override (view run_caps); else NULL.
+    SELECT "run_id", "response_cap" FROM "run_caps"
 ),
 node_stats AS (
     SELECT
@@ -87,7 +85,7 @@ SELECT
     g."groups_with_signal" / NULLIF(g."groups", 0) AS "groups_with_signal_rate",
     CASE WHEN coalesce(s."distinct_rewards", 0) > 1 THEN 1 ELSE 0 END AS "reward_spread",
     s."mean_response_tokens",     -- mean len(response_token_ids)
-    c."response_cap",             -- the run's arm's response cap (NULL: unknown arm or cap)
+    c."response_cap",             -- the run's response cap (run_caps; NULL: unknown arm or cap)
     CASE WHEN c."response_cap" IS NOT NULL
          THEN s."at_or_over_cap" / NULLIF(s."nodes", 0) END AS "resp_clip_rate",
     CASE WHEN c."response_cap" IS NOT NULL

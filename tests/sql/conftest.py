@@ -25,9 +25,11 @@ class Rows:
         self.con.execute(f'INSERT INTO "{table}" ({cols}) VALUES ({marks})', list(row.values()))
 
     def run(self, run_id: str, arm: str | None = None, resumed_from: str | None = None,
-            resumed_step: int | None = None, kind: str = "training") -> None:
+            resumed_step: int | None = None, kind: str = "training",
+            overrides: str | None = None) -> None:
         self.insert("runs", run_id=run_id, arm=arm, kind=kind, lost=False,
-                    resumed_from_run=resumed_from, resumed_from_step=resumed_step)
+                    resumed_from_run=resumed_from, resumed_from_step=resumed_step,
+                    overrides=overrides)
 
     def task_round(self, run_id: str, rnd: int, task: str, summary: bool = True,
                    node_file: bool = True, **fields) -> None:

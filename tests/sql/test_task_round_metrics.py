@@ -51,6 +51,16 @@ def test_cap_from_the_runs_arm(capped):
     assert m["mean_response_tokens"] == pytest.approx((100 + 12288 + 12290 + 12288 + 50) / 5)
 
 
+def test_a_runs_own_response_cap_override_wins(rows):
+    """`train run --model tiny` records response_cap=256 in runs.overrides: clip against it."""
+    rows.run("r3", arm="hr24k_u6", overrides='{"response_cap": 256}')
+    for node_id, tokens in (("a", 256), ("b", 100), ("c", 300)):
+        rows.node("r3", 1, "t", node_id, status="ok", reward=0.3, n_response_tokens=tokens)
+    m = rows.one(Q, "r3", 1, "t")
+    assert m["response_cap"] == 256
+    assert m["resp_clip_rate"] == pytest.approx(2 / 3) and m["clipped_at_cap"] == 1
+
+
 @pytest.mark.parametrize("arm", [None, "tree_grpo_9b_spooky", "no_such_arm"])
 def test_unknown_arm_or_cap_gives_null_not_a_guess(rows, arm):
     rows.run("r2", arm=arm)
