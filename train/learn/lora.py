@@ -64,7 +64,10 @@ def prepare_for_training(policy, gradient_checkpointing: bool = True, selective:
         kwargs = {"use_reentrant": False}
         if selective:
             kwargs["context_fn"] = _save_attention_policy()
-        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        if hasattr(lm, "activation_checkpointing_enable"):  # transformers >= 5.2x's name
+            lm.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         layers = [m for m in lm.modules() if hasattr(m, "gradient_checkpointing")
                   and m is not lm and type(m).__name__.endswith("DecoderLayer")]
         for layer in layers[len(layers) - keep_layers:] if keep_layers else []:
