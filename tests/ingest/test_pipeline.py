@@ -188,3 +188,35 @@ def test_ctrl_c_rolls_back_the_open_file(small_root, tmp_path, monkeypatch):
     assert ingest_roots(url, [small_root]).exit_code == 0
     nodes, _, _ = _recount(small_root)
     assert rows(url, "SELECT count(*) FROM nodes") == [(sum(nodes.values()),)]
+
+
+def test_a_failing_file_in_a_batch_lands_as_one_transaction_per_file_would(
+        small_root, tmp_path, monkeypatch):
+    """Files of a batch share a commit; a file that raises leaves the rest as per-file would."""
+    real = load.land_nodes
+    files = sorted(str(p) for p in small_root.glob("*/round_*/*__[0-9]*[0-9].jsonl"))
+    failing = {files[0], files[len(files) // 2], files[-1]}
+
+    def broken(con, source, key, staged, round_path):
+        real(con, source, key, staged, round_path)
+        if source.path in failing:
+            raise RuntimeError(f"broken {source.path}")
+
+    monkeypatch.setattr(load, "land_nodes", broken)
+    dumps, reports = [], []
+    for name, batch_bytes in (("batched.duckdb", 64 * 2**20), ("per_file.duckdb", 1)):
+        url = make_db(tmp_path, name)
+        reports.append(ingest_roots(url, [small_root], batch_bytes=batch_bytes))
+        dumps.append({t: table_dump(url, t, drop=("ingested_at", "created_at")) for t in TABLES})
+    assert dumps[0] == dumps[1]
+    batched, per_file = reports
+    assert batched.errors == per_file.errors and batched.files_failed == len(failing)
+    assert {e.split(": could not load")[0] for e in batched.errors} == failing
+    nodes, _, _ = _recount(small_root)
+    landed = sum(n for (run, rnd, task), n in nodes.items()
+                 if not any(f"/{run}/round_{rnd}/{task}__" in f for f in failing))
+    monkeypatch.setattr(load, "land_nodes", real)
+    url = make_db(tmp_path, "check.duckdb")
+    ingest_roots(url, [small_root])  # same root, nothing failing: every node lands
+    assert rows(url, "SELECT count(*) FROM nodes") == [(sum(nodes.values()),)]
+    assert dumps[0]["nodes"] and len(dumps[0]["nodes"]) == landed
