@@ -367,6 +367,12 @@ def _exc_type(watch: dict, tail: str) -> str | None:
             match = _EXC_LINE.match(line)
             if match:
                 return match.group(1).rsplit(".", 1)[-1]
+    elif tail.strip():
+        # A script that does not compile gets no "Traceback" header, only `File ..., line N`
+        # and a last line such as `SyntaxError: ...`; only that last line is trusted.
+        match = _EXC_LINE.match(tail.strip().splitlines()[-1])
+        if match and match.group(1).endswith(("Error", "Exception", "Interrupt", "Exit")):
+            return match.group(1).rsplit(".", 1)[-1]
     if rc is not None and rc < 0:
         return signal.Signals(-rc).name
     return None

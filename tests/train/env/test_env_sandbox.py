@@ -67,6 +67,13 @@ def test_wall_clock_timeout(case, limits):
     assert 1.5 <= record["exec_time"] < 5
 
 
+def test_a_script_that_does_not_compile_names_syntax_error(case, limits):
+    """No "Traceback" header is printed for a SyntaxError in the main script itself."""
+    record = evaluate_code(load_task("mini-tabular-accuracy"), case("syntax_error.py"), limits=limits)
+    assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "SyntaxError", -0.5)
+    assert "SyntaxError" in record["term_tail"]
+
+
 def test_sandbox_failure_is_infrastructure(case, limits, tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

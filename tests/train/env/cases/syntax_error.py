@@ -1,0 +1,3 @@
+import pandas as pd
+print("reading")
+x = pd.read_csv("input/train.csv"
