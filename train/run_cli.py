@@ -78,9 +78,10 @@ def _check_warehouse(db_url: str) -> None:
 @click.command("tiny-policy")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Cache directory (default: $TRAIN_TINY_POLICY_DIR, else ~/.cache/rollout-warehouse/tiny-policy).")
-def tiny_policy_command(out) -> None:
+@click.option("--rebuild", is_flag=True, help="Pre-train again even when a cached build exists.")
+def tiny_policy_command(out, rebuild) -> None:
     """Pre-train the tiny CPU policy (a few minutes on 2 cores) and print where it is saved."""
     from train.policy.tiny import ensure_tiny_policy
 
-    path = ensure_tiny_policy(out, log=click.echo)
+    path = ensure_tiny_policy(out, log=click.echo, rebuild=rebuild)
     click.echo(str(path))

@@ -66,6 +66,22 @@ def test_tiny_policy_is_saved_once_and_loads_like_any_checkpoint(tiny_dir):
     assert policy.model.dtype.is_floating_point and str(policy.model.dtype) == "torch.float32"
 
 
+def test_a_build_cut_short_by_the_time_limit_says_so(tiny_dir):
+    import json
+
+    lines = []
+    cut = {**json.loads((tiny_dir / MARKER).read_text()), "steps": 1}
+    (tiny_dir / MARKER).write_text(json.dumps(cut))
+    try:
+        ensure_tiny_policy(tiny_dir.parent, SMALL, log=lines.append)
+    finally:
+        (tiny_dir / MARKER).write_text(json.dumps({**cut, "steps": SMALL.steps}))
+    assert any("stopped at step 1 of 3" in line and "--rebuild" in line for line in lines)
+    quiet = []
+    ensure_tiny_policy(tiny_dir.parent, SMALL, log=quiet.append)
+    assert quiet == []
+
+
 def test_recipe_change_changes_the_cache_key():
     assert SMALL.key() != TinyRecipe().key()
     assert SMALL.key() == TinyRecipe(**{**SMALL.__dict__}).key()
