@@ -26,21 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from _warehouse import build_from_root, fresh_warehouse  # benchmarks/_warehouse.py
 
-def build_from_root(workdir: Path, root_mb: float) -> str:
-    from ingest.pipeline import ingest_roots
-    from ingest.sample import write_bench_root
-
-    root = workdir / "root"
-    t0 = time.perf_counter()
-    write_bench_root(root, target_mb=root_mb)
-    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 1e6
-    url = fresh_warehouse(workdir)
-    t1 = time.perf_counter()
-    report = ingest_roots(url, [str(root)])
-    print(f"root: {size:.0f} MB written in {t1 - t0:.1f} s; ingested {report.rows} rows "
-          f"in {time.perf_counter() - t1:.1f} s")
-    return url
 
 
 # Clean rows: 16-sibling groups per task-round; drafts in round 0, later rounds improve a
@@ -82,14 +69,6 @@ def build_synthetic(workdir: Path, n_nodes: int) -> str:
     return url
 
 
-def fresh_warehouse(workdir: Path) -> str:
-    from warehouse.migrate import init_db
-
-    db = workdir / "bench.duckdb"
-    db.unlink(missing_ok=True)
-    url = f"duckdb:///{db}"
-    init_db(url)
-    return url
 
 
 def scan_seconds(url: str, repeat: int) -> tuple[int, float]:

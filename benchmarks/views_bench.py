@@ -22,24 +22,11 @@ import shutil
 import time
 from pathlib import Path
 
+from _warehouse import build_from_root, fresh_warehouse  # benchmarks/_warehouse.py
+
 VIEWS = ("task_round_metrics", "round_metrics", "run_metrics", "run_status_counts",
          "decision_rule", "invariant_violations")
 
-
-def build_from_root(workdir: Path, root_mb: float) -> str:
-    from ingest.pipeline import ingest_roots
-    from ingest.sample import write_bench_root
-
-    root = workdir / "root"
-    t0 = time.perf_counter()
-    write_bench_root(root, target_mb=root_mb)
-    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 1e6
-    url = _fresh_warehouse(workdir)
-    t1 = time.perf_counter()
-    report = ingest_roots(url, [str(root)])
-    print(f"root: {size:.0f} MB written in {t1 - t0:.1f} s; ingested {report.rows} rows "
-          f"in {time.perf_counter() - t1:.1f} s")
-    return url
 
 
 def build_synthetic(workdir: Path, n_nodes: int) -> str:
@@ -47,7 +34,7 @@ def build_synthetic(workdir: Path, n_nodes: int) -> str:
     from warehouse.config import db_path_from_url
     import duckdb
 
-    url = _fresh_warehouse(workdir)
+    url = fresh_warehouse(workdir)
     con = duckdb.connect(db_path_from_url(url))
     per_run = max(1, n_nodes // 10)
     con.execute("""
@@ -85,14 +72,6 @@ def build_synthetic(workdir: Path, n_nodes: int) -> str:
     return url
 
 
-def _fresh_warehouse(workdir: Path) -> str:
-    from warehouse.migrate import init_db
-
-    db = workdir / "bench.duckdb"
-    db.unlink(missing_ok=True)
-    url = f"duckdb:///{db}"
-    init_db(url)
-    return url
 
 
 def best_of(con, sql: str, repeat: int, arrow: bool = False) -> float:
