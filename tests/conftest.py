@@ -23,11 +23,21 @@ def isolated_env(monkeypatch, fake_home):
     monkeypatch.setenv("WANDB_MODE", "disabled")
 
 
-@pytest.fixture
-def db_url(tmp_path) -> str:
-    """A fresh, migrated warehouse file in tmp_path."""
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory):
+    """One migrated warehouse per session; tests get copies (init takes about a second)."""
     from warehouse.migrate import init_db
 
-    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
-    init_db(url)
-    return url
+    path = tmp_path_factory.mktemp("template") / "wh.duckdb"
+    init_db(f"duckdb:///{path}")
+    return path
+
+
+@pytest.fixture
+def db_url(template_db, tmp_path) -> str:
+    """A fresh, migrated warehouse file in tmp_path (a copy of the session's template)."""
+    import shutil
+
+    target = tmp_path / "wh.duckdb"
+    shutil.copyfile(template_db, target)
+    return f"duckdb:///{target}"

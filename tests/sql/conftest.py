@@ -60,26 +60,6 @@ class Rows:
         return rows[0]
 
 
-@pytest.fixture(scope="session")
-def template_db(tmp_path_factory):
-    """One migrated warehouse per session; tests get copies (init takes about a second)."""
-    from warehouse.migrate import init_db
-
-    path = tmp_path_factory.mktemp("template") / "wh.duckdb"
-    init_db(f"duckdb:///{path}")
-    return path
-
-
-@pytest.fixture
-def db_url(template_db, tmp_path) -> str:
-    """A fresh, migrated warehouse file in tmp_path (a copy of the session's template)."""
-    import shutil
-
-    target = tmp_path / "wh.duckdb"
-    shutil.copyfile(template_db, target)
-    return f"duckdb:///{target}"
-
-
 @pytest.fixture
 def rows(db_url):
     r = Rows(db_url)
