@@ -11,9 +11,14 @@ row, so every method generates exactly batch x new_tokens tokens). Methods:
 - `ours_prefill`: the prompt forward and one token alone (how much of a call is prefill);
 - `ours_dynamic`: the same loop with the dynamic cache and no compilation (CPU's path).
 
+`--new` takes a comma list (e.g. 256,1024): every method runs at each response length, so
+each of ours' figures has plain generate's at the same shape beside it. Keys are
+`<method>@<new>`. `logprob_check@<new>` compares ours' returned logprobs for a few rows with
+one uncached forward over prompt + response (a wrong KV cache shows up as large differences).
+
 tokens/s = generated tokens / wall seconds of the call, prefill included.
 
-    PYTHONPATH=. python3 benchmarks/generate_bench.py --batch 64 --prompt 1024 --new 256 --out results.json
+    PYTHONPATH=. python3 benchmarks/generate_bench.py --batch 64 --prompt 1024 --new 256,1024 --out results.json
 """
 from __future__ import annotations
 
@@ -84,9 +89,25 @@ def ours(model, prompts, new: int, static: bool, step_fn=None):
     rows = prompts.tolist()
     batch = make_batch(rows, [new] * len(rows), pad_id=0, device=prompts.device)
     generator = torch.Generator(device=prompts.device).manual_seed(0)
-    ids, _ = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=new),
-                    generator=generator, static=static, step_fn=step_fn)
+    ids, lps = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=new),
+                      generator=generator, static=static, step_fn=step_fn)
     assert all(len(r) == new for r in ids), "every row must generate exactly `new` tokens"
+    return ids, lps
+
+
+def logprob_check(model, prompts, ids, lps, rows: int = 4) -> dict:
+    """|ours' logprob - an uncached forward's| over the responses of the first `rows` rows."""
+    import torch
+
+    diffs = []
+    with torch.inference_mode():
+        for row in range(min(rows, len(ids))):
+            seq = torch.cat([prompts[row], torch.tensor(ids[row], device=prompts.device)])[None]
+            logits = model(input_ids=seq).logits[0, prompts.shape[1] - 1:-1].float()  # (T, V)
+            full = torch.log_softmax(logits, -1).gather(-1, seq[0, prompts.shape[1]:, None])[:, 0]
+            diffs.append((full - torch.tensor(lps[row], device=full.device)).abs())
+    diffs = torch.cat(diffs)
+    return {"mean_abs": round(diffs.mean().item(), 4), "max_abs": round(diffs.max().item(), 4)}
 
 
 def measure(name: str, fn, tokens: int, results: dict, warmup: bool = False) -> None:
@@ -108,34 +129,35 @@ def main() -> None:
     parser.add_argument("--size", default="1.7b", choices=["1.7b", "tiny"])
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=1024)
-    parser.add_argument("--new", type=int, default=256)
+    parser.add_argument("--new", default="256", help="new tokens per row; a comma list runs each")
     parser.add_argument("--methods", default="generate_sample,ours_static_compiled,ours_prefill,ours_dynamic")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = build_model(args.size, device)
     prompts = torch.randint(100, 150000 if args.size == "1.7b" else 1000, (args.batch, args.prompt), device=device)
-    tokens = args.batch * args.new
     results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
                "params_b": round(sum(p.numel() for p in model.parameters()) / 1e9, 3), **vars(args)}
     import transformers
 
     results["transformers"] = transformers.__version__
     methods = args.methods.split(",")
-    if "generate_sample" in methods:
-        measure("generate_sample", lambda: plain_generate(model, prompts, args.new), tokens, results)
-    if "ours_static_compiled" in methods:
-        step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
-        measure("ours_static_compiled", lambda: ours(model, prompts, args.new, True, step), tokens, results, warmup=True)
-        if "error" in results["ours_static_compiled"] and device == "cuda":  # graph breaks: compile the pieces
-            torch._dynamo.reset()
-            step = torch.compile(model.forward, mode="reduce-overhead")
-            measure("ours_static_compiled_partial", lambda: ours(model, prompts, args.new, True, step), tokens,
+    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
+    for new in [int(n) for n in args.new.split(",")]:
+        tokens, at = args.batch * new, f"@{new}"
+        if "ours_static_compiled" in methods:
+            out = {}
+            measure("ours_static_compiled" + at, lambda: out.update(r=ours(model, prompts, new, True, step)), tokens,
                     results, warmup=True)
-    if "ours_prefill" in methods:  # prefill + one sampled token: the fixed cost inside each call
-        measure("ours_prefill", lambda: ours(model, prompts, 1, True), args.batch, results)
-    if "ours_dynamic" in methods:
-        measure("ours_dynamic", lambda: ours(model, prompts, args.new, False), tokens, results)
+            if "r" in out:
+                results["logprob_check" + at] = logprob_check(model, prompts, *out.pop("r"))
+                print("logprob_check" + at, results["logprob_check" + at], flush=True)
+        if "ours_prefill" in methods and "ours_prefill@1" not in results:  # prefill + one token: fixed cost per call
+            measure("ours_prefill@1", lambda: ours(model, prompts, 1, True), args.batch, results)
+        if "ours_dynamic" in methods:
+            measure("ours_dynamic" + at, lambda: ours(model, prompts, new, False), tokens, results)
+        if "generate_sample" in methods:
+            measure("generate_sample" + at, lambda: plain_generate(model, prompts, new), tokens, results)
     print(json.dumps(results, indent=1))
     if args.out:
         with open(args.out, "w") as fh:
