@@ -106,8 +106,8 @@ def _load_files(walker: "_Walker", layouts: list[Layout], batch_bytes: int) -> N
         walker.problem(problem)
     walker.rendered([job for job in jobs if job.kind in RENDERED])
     for kind in ROW_KINDS:
-        for batch in _batches([job for job in jobs if job.kind == kind], batch_bytes):
-            walker.batch(kind, batch)
+        walker.batches(kind, list(_batches([job for job in jobs if job.kind == kind],
+                                           batch_bytes)))
 
 
 def _batches(jobs: list[FileJob], batch_bytes: int):
@@ -189,22 +189,35 @@ class _Walker:
         self.next_id += 1
         return self.next_id - 1, False
 
-    def read(self, job: FileJob) -> tuple[bytes, str] | None:
-        """(data, hash) when the file must be loaded; None when skipped or failed."""
+    def read(self, job: FileJob, fetched: tuple | None = None) -> tuple | None:
+        """(data, hash, lines) when the file must be loaded; None when skipped or failed.
+
+        `fetched` is what `fetch` returned for the job (on another thread), if it ran.
+        """
         prev = self.known.get(job.path)
-        if prev and prev[1] == job.size and prev[2] == job.mtime_ns and prev[3] and prev[5] is None:
+        data, digest, lines = fetched or self.fetch(job, split=False)
+        if data is None:
             return self._skip(job, prev)
-        try:
-            with open(job.path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            return self.fail(job, f"unreadable: {exc.strerror or exc}")
-        digest = content_hash(data)
+        if isinstance(data, OSError):
+            return self.fail(job, f"unreadable: {data.strerror or data}")
         self.report.bytes_read += len(data)
         if prev and prev[3] == digest and prev[5] is None:
             _transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
             return self._skip(job, prev)
-        return data, digest
+        return data, digest, lines
+
+    def fetch(self, job: FileJob, split: bool = True) -> tuple:
+        """(data or the OSError or None when unchanged, hash, lines): file work only, no
+        warehouse access, so it runs on a reader thread while DuckDB works on a batch."""
+        prev = self.known.get(job.path)
+        if prev and prev[1] == job.size and prev[2] == job.mtime_ns and prev[3] and prev[5] is None:
+            return None, None, None
+        try:
+            with open(job.path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            return exc, None, None
+        return data, content_hash(data), self._lines(job, data) if split else None
 
     def _skip(self, job: FileJob, prev: tuple) -> None:
         self.report.files_skipped += 1
@@ -217,22 +230,40 @@ class _Walker:
             self.progress(job, job.size, rows)
 
     # row files
-    def batch(self, kind: str, jobs: list[FileJob]) -> None:
-        todo = [(job, *got) for job in jobs if (got := self.read(job)) is not None]
+    def batches(self, kind: str, batches: list[list[FileJob]]) -> None:
+        """Each batch in turn, the next one read, hashed and split on a reader thread
+        meanwhile (file reads, BLAKE2b and the splitter release the GIL; DuckDB runs)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as reader:
+            ahead = [reader.submit(self._fetch_all, jobs) for jobs in batches[:1]]
+            for i, jobs in enumerate(batches):
+                fetched = ahead.pop().result()
+                if i + 1 < len(batches):
+                    ahead.append(reader.submit(self._fetch_all, batches[i + 1]))
+                self.batch(kind, jobs, fetched)
+
+    def _fetch_all(self, jobs: list[FileJob]) -> list[tuple]:
+        return [self.fetch(job) for job in jobs]
+
+    def batch(self, kind: str, jobs: list[FileJob], fetched: list | None = None) -> None:
+        fetched = fetched or [None] * len(jobs)
+        todo = [(job, *got) for job, pre in zip(jobs, fetched)
+                if (got := self.read(job, pre)) is not None]
         if not todo:
             return
         try:
             staged = load.stage(self.con, load.STAGED_KIND[kind],
-                                [(key, self._lines(job, data)) for key, (job, data, _) in
-                                 enumerate(todo)])
+                                [(key, self._lines(job, data) if lines is None else lines)
+                                 for key, (job, data, _, lines) in enumerate(todo)])
         except Exception as exc:  # noqa: BLE001 - find the one file that breaks the batch
             if len(todo) == 1:
                 self.fail(todo[0][0], f"could not load: {_first_line(exc)}")
                 return
-            for job, _, _ in todo:
+            for job, _, _, _ in todo:
                 self.batch(kind, [job])
             return
-        keyed = [(key, job, digest) for key, (job, _, digest) in enumerate(todo)]
+        keyed = [(key, job, digest) for key, (job, _, digest, _) in enumerate(todo)]
         while keyed:
             keyed = self.land_group(keyed, staged)
         load.drop_staged(self.con)
@@ -294,7 +325,7 @@ class _Walker:
 
     # rendered views: no rows, so all of them in one transaction
     def rendered(self, jobs: list[FileJob]) -> None:
-        todo = [(job, *got) for job in jobs if (got := self.read(job)) is not None]
+        todo = [(job, got[0], got[1]) for job in jobs if (got := self.read(job)) is not None]
         ids = [self.claim(job.path) for job, _, _ in todo]
 
         def work():
