@@ -2,7 +2,7 @@
 
 Two steps. `stage` runs the shared normalization (`normalize.py`) over a batch of sources at
 once (one query plan per batch, not per file) into temp tables. Then one `land_*` call per
-source, each in its own transaction, inserts the rows that passed, writes an `ingest_errors`
+source, inside the caller's transaction, inserts the rows that passed, writes an `ingest_errors`
 row for every rejected or noteworthy line, and updates the derived rows. The file walker
 (`pipeline.py`) and the trainer's record API (`records.py`) both go through here.
 """

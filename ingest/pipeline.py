@@ -1,9 +1,11 @@
-"""`warehouse ingest`: data roots -> warehouse, one file per transaction.
+"""`warehouse ingest`: data roots -> warehouse, every file fully in or fully out.
 
 Incremental and idempotent: a file whose size and mtime match its `sources` row is skipped
 without reading; a file with a new mtime is hashed and skipped when the content hash matches;
-a changed file replaces its rows. A crash or Ctrl-C leaves every file fully in or fully out
-(the open transaction rolls back) and the next run picks up where this one stopped.
+a changed file replaces its rows. The files of a batch share one commit; a crash or Ctrl-C
+leaves every file fully in or fully out (the open batch rolls back) and the next run picks up
+where this one stopped; a file that fails to land leaves the others as its own transaction
+would have (`_Walker.land_group`).
 Memory is bounded by the largest single file, never by the root.
 """
 from __future__ import annotations
@@ -175,7 +177,7 @@ def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:
 # --- files ---------------------------------------------------------------------------------
 
 class _Walker:
-    """Loads files batch by batch; each file lands in its own transaction."""
+    """Loads files batch by batch; the files of a batch land in one transaction."""
 
     def __init__(self, con, report: IngestReport, progress: Progress | None, max_line_bytes: int):
         self.con, self.report, self.progress = con, report, progress
