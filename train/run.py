@@ -69,6 +69,7 @@ class Knobs:
     softmax_temperature: float = 0.5
     initial_drafts: int = 1
     exec_timeout_s: float = 120.0
+    tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
 
 
 @dataclass
@@ -243,18 +244,19 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy
     settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
                               initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
                               softmax_temperature=knobs.softmax_temperature)
-    return RoundContext(tasks=tasks, backend=make_backend(opts, arm, policy), sampling=sampling,
+    return RoundContext(tasks=tasks, backend=make_backend(opts, arm, knobs, policy), sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers), limits=Limits(timeout_s=knobs.exec_timeout_s),
                         progress=log)
 
 
-def make_backend(opts: RunOptions, arm: Arm, policy):
+def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
     if opts.backend == "vllm":
         from train.generate.vllm_backend import VLLMBackend
 
         return VLLMBackend(str(policy.path), policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6,
-                           max_model_len=arm.total_cap, seed=opts.seed)
+                           max_model_len=arm.total_cap, seed=opts.seed,
+                           tensor_parallel_size=knobs.tensor_parallel_size)
     from train.generate.hf import HFBackend
 
     return HFBackend(policy.model, policy.tokenizer)

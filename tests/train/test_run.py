@@ -76,7 +76,7 @@ def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_u
     import train.run
 
     backends = []
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: backends.append(CannedBackend(policy.tokenizer)) or backends[-1])
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: backends.append(CannedBackend(policy.tokenizer)) or backends[-1])
     opts = RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, seed=0,
                       sets={"siblings_per_expansion": "2", "expansions_per_round": "2", "initial_drafts": "1",
                             "draft_prob": "1.0"}, run_id="20261129_090000_test")
@@ -127,7 +127,7 @@ def test_cli_run_writes_rounds(db_url, model_dir, monkeypatch):
     import train.run
     from train.cli import main
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     db = db_url.removeprefix("duckdb:///")
     result = CliRunner().invoke(main, ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db", db,
                                        "--no-learn", "--set", "siblings_per_expansion=2", "--run-id", "r1"])
@@ -139,7 +139,7 @@ def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_d
     import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     said = []
     opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=True,
                       checkpoint_root=str(tmp_path / "ckpt"), sets={"siblings_per_expansion": "2"}, run_id="r_learn")
@@ -157,7 +157,7 @@ def test_resumed_run_continues_the_lineage_tree_up_to_the_resume_step(db_url, mo
     import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     sets = {"siblings_per_expansion": "2", "draft_prob": "0"}
     run(RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, sets=sets,
                    run_id="run_a"), log=lambda line: None)

@@ -27,7 +27,8 @@ class VLLMBackend:
     """`Backend` over a vLLM engine; `set_adapter(path)` after each weight update."""
 
     def __init__(self, model_path: str, tokenizer, gpu_memory_utilization: float = 0.6,
-                 max_model_len: int | None = None, seed: int = 0, enable_lora: bool = True):
+                 max_model_len: int | None = None, seed: int = 0, enable_lora: bool = True,
+                 tensor_parallel_size: int = 1):
         try:
             from vllm import LLM
         except ImportError:
@@ -36,7 +37,8 @@ class VLLMBackend:
         self.tokenizer = tokenizer
         self.llm = LLM(model=str(model_path), enable_lora=enable_lora, max_lora_rank=MAX_LORA_RANK,
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                       seed=seed, enable_prefix_caching=True)
+                       seed=seed, enable_prefix_caching=True,
+                       tensor_parallel_size=tensor_parallel_size)  # `--set tensor_parallel_size=N`
         self.lora_request = None
 
     def set_adapter(self, adapter_dir: str) -> int:

@@ -98,8 +98,10 @@ def test_vllm_backend_uses_rank_32_lora_fresh_ids_and_returns_logprobs(monkeypat
     from train.generate.vllm_backend import VLLMBackend
 
     made = _fake_vllm(monkeypatch)
-    backend = VLLMBackend("/models/x", tiny_tokenizer, gpu_memory_utilization=0.6, max_model_len=36864)
+    backend = VLLMBackend("/models/x", tiny_tokenizer, gpu_memory_utilization=0.6, max_model_len=36864,
+                          tensor_parallel_size=2)
     assert made["llm"]["enable_lora"] is True and made["llm"]["max_lora_rank"] == 32
+    assert made["llm"]["tensor_parallel_size"] == 2
     first, second = backend.set_adapter("/ckpt/1"), backend.set_adapter("/ckpt/2")
     assert second > first and backend.lora_request.lora_int_id == second
     out = backend.generate([GenRequest(messages("hi"), 3)], SamplingConfig(max_new_tokens=9, total_cap=36864))
