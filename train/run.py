@@ -117,7 +117,7 @@ def run(opts: RunOptions, log=print) -> RunReport:
         report.rounds.append(_round_line(round_no, result, where, log))
         if learner is not None and where == "db":  # step_metrics row, then gates read from the warehouse
             after_commit(opts.db_url, run_id, round_no, metrics, health_gate=opts.health_gate and round_no == first,
-                         decision_steps=opts.decision_steps, log=log, gate_warns_only=opts.model == "tiny")
+                         decision_steps=opts.decision_steps, log=log)
     report.spooled = writer.spooled
     return report
 

@@ -79,23 +79,16 @@ class Learner:
 
 
 def after_commit(db_url: str, run_id: str, step: int, metrics: dict, health_gate: bool,
-                 decision_steps=(), log=print, gate_warns_only: bool = False) -> None:
+                 decision_steps=(), log=print) -> None:
     """The step's `step_metrics` row; the health gate when asked (the run's first step: raises
-    HealthGateError on failure, or only warns with `gate_warns_only`, for smoke policies);
-    the decision rule's reading when `step` is a decision step."""
-    from train.learn.gates import HealthGateError
+    HealthGateError on failure); the decision rule's reading when `step` is a decision step."""
     from warehouse.db import connect
 
     with connect(db_url) as con:
         write_step_metrics(con, run_id, step, metrics)
     if health_gate:
         with connect(db_url, read_only=True) as con:
-            try:
-                log(check_health_gate(con, run_id))
-            except HealthGateError as exc:
-                if not gate_warns_only:
-                    raise
-                log(f"Warning: {exc} (not stopping: the tiny policy is a smoke test)")
+            log(check_health_gate(con, run_id))
     if step in decision_steps:
         with connect(db_url, read_only=True) as con:
             log(format_decision(decision_rule(con, run_id, step), run_id, step))

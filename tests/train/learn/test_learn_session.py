@@ -64,15 +64,3 @@ def test_after_commit_writes_metrics_and_gates_the_first_step(tmp_path, db_url):
     skipping = _learner(tmp_path, run_id="bad", health_gate=False)
     skipping.step(random_samples(4), PhaseTimer(), 1)
     skipping.after_commit(db_url, 1)  # no error
-
-
-def test_a_smoke_policy_only_warns_on_the_health_gate(db_url):
-    from train.learn.session import after_commit
-
-    with connect(db_url) as con:
-        _ok_round(con, "smoke", 1, ok=False)
-    lines = []
-    after_commit(db_url, "smoke", 1, {"tokens": 3}, health_gate=True, log=lines.append, gate_warns_only=True)
-    assert lines[0].startswith("Warning: health gate failed after step 1 of run smoke")
-    with pytest.raises(HealthGateError):
-        after_commit(db_url, "smoke", 1, {"tokens": 3}, health_gate=True, log=lines.append)
