@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
+
 STATUSES = ("ok", "crashed", "timeout", "no_code", "no_submission", "invalid_submission")
 PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor")
 
@@ -64,14 +66,8 @@ SCHEMA_A = ("id", "step", "round", "exp_id", "parent_id", "sibling_group", "mode
             "raw_completion", "thinking", "prompt_messages", "response_token_ids",
             "response_logprobs", "exc_type", "exec_time", "term_tail", "is_buggy", "status",
             "grade_error", "test_metric", "oriented", "reward", "source", "n_children")
-SCHEMA_B_EXTRA = ("resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where",
-                  "exec_timings", "gpu_util")
-SCHEMA_C_EXTRA = ("depth", "returncode", "parent_oriented", "parent_P", "parent_P_evidence",
-                  "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
-                  "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name",
-                  "kube_node")
-KEYS = {"A": SCHEMA_A, "B": SCHEMA_A + SCHEMA_B_EXTRA,
-        "C": SCHEMA_A + SCHEMA_B_EXTRA + SCHEMA_C_EXTRA}
+KEYS = {"A": SCHEMA_A, "B": SCHEMA_A + SCHEMA_B_KEYS,
+        "C": SCHEMA_A + SCHEMA_B_KEYS + SCHEMA_C_KEYS}
 
 
 @dataclass
