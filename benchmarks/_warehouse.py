@@ -1,6 +1,9 @@
 """Warehouses the benchmarks measure: built from a generated data root, or empty."""
 from __future__ import annotations
 
+import argparse
+import contextlib
+import shutil
 import time
 from pathlib import Path
 
@@ -31,3 +34,24 @@ def build_from_root(workdir: Path, root_mb: float) -> str:
     print(f"root: {size:.0f} MB written in {t1 - t0:.1f} s; ingested {report.rows} rows "
           f"in {time.perf_counter() - t1:.1f} s")
     return url
+
+
+@contextlib.contextmanager
+def warehouse_from_cli(doc: str, workdir: str, repeat: int, build_synthetic):
+    """Parse the benchmarks' shared options, build the warehouse, yield (url, args); the
+    workdir is removed afterwards unless `--keep`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=Path(workdir))
+    parser.add_argument("--root-mb", type=float, default=500.0)
+    parser.add_argument("--synthetic-nodes", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=repeat)
+    parser.add_argument("--keep", action="store_true", help="Keep the workdir afterwards.")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        url = (build_synthetic(args.workdir, args.synthetic_nodes) if args.synthetic_nodes
+               else build_from_root(args.workdir, args.root_mb))
+        yield url, args
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.workdir, ignore_errors=True)

@@ -19,14 +19,12 @@ Usage::
 """
 from __future__ import annotations
 
-import argparse
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _warehouse import build_from_root, fresh_warehouse  # benchmarks/_warehouse.py
+from _warehouse import fresh_warehouse, warehouse_from_cli  # benchmarks/_warehouse.py
 
 
 
@@ -118,21 +116,8 @@ def report(url: str, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=Path("bench_check"))
-    parser.add_argument("--root-mb", type=float, default=500.0)
-    parser.add_argument("--synthetic-nodes", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--keep", action="store_true", help="Keep the workdir afterwards.")
-    args = parser.parse_args()
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        url = (build_synthetic(args.workdir, args.synthetic_nodes) if args.synthetic_nodes
-               else build_from_root(args.workdir, args.root_mb))
+    with warehouse_from_cli(__doc__, "bench_check", 3, build_synthetic) as (url, args):
         report(url, args.repeat)
-    finally:
-        if not args.keep:
-            shutil.rmtree(args.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

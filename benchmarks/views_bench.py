@@ -17,12 +17,10 @@ Arrow). Usage::
 """
 from __future__ import annotations
 
-import argparse
-import shutil
 import time
 from pathlib import Path
 
-from _warehouse import build_from_root, fresh_warehouse  # benchmarks/_warehouse.py
+from _warehouse import fresh_warehouse, warehouse_from_cli  # benchmarks/_warehouse.py
 
 VIEWS = ("task_round_metrics", "round_metrics", "run_metrics", "run_status_counts",
          "decision_rule", "invariant_violations")
@@ -105,21 +103,8 @@ def report(result: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=Path("bench_views"))
-    parser.add_argument("--root-mb", type=float, default=500.0)
-    parser.add_argument("--synthetic-nodes", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--keep", action="store_true", help="Keep the workdir afterwards.")
-    args = parser.parse_args()
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        url = (build_synthetic(args.workdir, args.synthetic_nodes) if args.synthetic_nodes
-               else build_from_root(args.workdir, args.root_mb))
+    with warehouse_from_cli(__doc__, "bench_views", 5, build_synthetic) as (url, args):
         report(measure(url, args.repeat))
-    finally:
-        if not args.keep:
-            shutil.rmtree(args.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
