@@ -161,38 +161,32 @@ def drop_views(conn) -> None:
 
 
 def _dependency_order(files: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Views that a view's text names (as "name") come before it.
+    """Views that a view's text names (as "name") come before it (stdlib graphlib).
 
-    A failed statement aborts DuckDB's transaction, so the retry loop below cannot recover
-    from applying a view before one it reads; ordering first avoids the failure. Views in a
-    reference cycle keep their name order (and then fail with a clear message).
+    Order matters: a failed CREATE VIEW aborts DuckDB's transaction, so a view applied
+    before one it reads cannot be retried in the same transaction.
     """
+    from graphlib import CycleError, TopologicalSorter
+
     text_of = dict(files)
-    deps = {n: {m for m in text_of if m != n and f'"{m}"' in t} for n, t in files}
-    ordered: list[str] = []
-    while len(ordered) < len(files):
-        ready = [n for n in text_of if n not in ordered and deps[n] <= set(ordered)]
-        ordered.append(ready[0] if ready else next(n for n in text_of if n not in ordered))
-    return [(n, text_of[n]) for n in ordered]
+    graph = {n: {m for m in text_of if m != n and f'"{m}"' in t} for n, t in files}
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        raise TerminalError(f"views in sql/ reference each other in a cycle: {exc.args[1]}") from None
+    return [(n, text_of[n]) for n in order]
 
 
 def apply_views(conn) -> list[str]:
-    """Create or replace every view, in dependency order (retry until no progress)."""
-    pending = _dependency_order(view_files())
+    """Create or replace every view, each after the views it reads."""
     applied: list[str] = []
-    while pending:
-        failed = []
-        for name, text in pending:
-            try:
-                conn.exec_driver_sql(text)
-                applied.append(name)
-            except Exception as exc:  # noqa: BLE001 - a view may depend on a later one
-                failed.append((name, text, exc))
-        if len(failed) == len(pending):
-            name, _, exc = failed[0]
+    for name, text in _dependency_order(view_files()):
+        try:
+            conn.exec_driver_sql(text)
+        except Exception as exc:  # noqa: BLE001 - any driver error becomes one clear line
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            raise TerminalError(f"view {name!r} in sql/{name}.sql does not apply: {reason}")
-        pending = [(name, text) for name, text, _ in failed]
+            raise TerminalError(f"view {name!r} in sql/{name}.sql does not apply: {reason}") from None
+        applied.append(name)
     return applied
 
 

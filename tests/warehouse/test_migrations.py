@@ -116,3 +116,20 @@ def test_upgrade_is_idempotent_and_reapplies_catalog(tmp_path):
 
     assert n_arms == len(ARMS)
     assert views == {name for name, _ in migrate.view_files()}
+
+
+def test_views_apply_after_the_views_they_read_and_cycles_are_named(monkeypatch):
+    files = [("b", 'CREATE VIEW "b" AS SELECT * FROM "a"'), ("a", 'CREATE VIEW "a" AS SELECT 1 AS x')]
+    assert [name for name, _ in migrate._dependency_order(files)] == ["a", "b"]
+    cycle = [("a", 'SELECT * FROM "b"'), ("b", 'SELECT * FROM "a"')]
+    with pytest.raises(migrate.TerminalError, match="cycle"):
+        migrate._dependency_order(cycle)
+
+
+def test_a_broken_view_is_one_line_naming_its_file(tmp_path, monkeypatch):
+    url = f"duckdb:///{tmp_path / 'v.duckdb'}"
+    migrate.upgrade(url)
+    monkeypatch.setattr(migrate, "view_files", lambda: [("bad", 'CREATE OR REPLACE VIEW "bad" AS SELECT * FROM "nope"')])
+    with pytest.raises(migrate.TerminalError, match=r"view 'bad' in sql/bad.sql does not apply: .*nope") as err:
+        migrate.upgrade(url)
+    assert "\n" not in str(err.value)
