@@ -6,8 +6,9 @@ row, so every method generates exactly batch x new_tokens tokens). Methods:
 
 - `generate_sample`: plain `model.generate(do_sample=True)` with its default settings;
 - `ours_static_compiled`: train.generate's decode loop, static KV cache, decode step compiled
-  with torch.compile(mode="reduce-overhead") (CUDA graphs); timed after one warm-up call
-  that pays for compilation and graph capture (reported separately);
+  with torch.compile(mode="reduce-overhead") (CUDA graphs), decode attention from
+  train.generate.attention (`--decode-kernel`); timed after one warm-up call that pays for
+  compilation and graph capture (reported separately);
 - `ours_prefill`: the prompt forward and one token alone (how much of a call is prefill);
 - `ours_dynamic`: the same loop with the dynamic cache and no compilation (CPU's path).
 
@@ -122,6 +123,18 @@ def measure(name: str, fn, tokens: int, results: dict, warmup: bool = False) -> 
     print(name, results[name], flush=True)
 
 
+def use_decode_kernel(kernel: str) -> None:
+    import contextlib
+
+    import train.generate.sampler as sampler
+    from train.generate.attention import set_decode_kernel
+
+    if kernel == "repeat":  # leave the model on transformers' attention during decode
+        sampler.decode_attention = lambda model: contextlib.nullcontext()
+    else:
+        set_decode_kernel(kernel)
+
+
 def main() -> None:
     import torch
 
@@ -131,8 +144,12 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--new", default="256", help="new tokens per row; a comma list runs each")
     parser.add_argument("--methods", default="generate_sample,ours_static_compiled,ours_prefill,ours_dynamic")
+    parser.add_argument("--decode-kernel", default="matmul", choices=["matmul", "sdpa", "repeat"],
+                        help="ours' decode attention: train.generate.attention's grouped-query kernels, or "
+                             "'repeat' = transformers' own SDPA path (K/V repeated per query head; before run 3)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    use_decode_kernel(args.decode_kernel)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = build_model(args.size, device)
     prompts = torch.randint(100, 150000 if args.size == "1.7b" else 1000, (args.batch, args.prompt), device=device)

@@ -10,6 +10,8 @@ Two caches:
   full-length mask (that sends SDPA to a masked kernel): each distinct prompt runs once,
   unpadded, causal and unmasked (the flash kernel), and its K/V are copied into the slots of
   every row that has it (`_prefill_causal`).
+Decode steps attend with :mod:`train.generate.attention` (grouped-query heads without copying
+the cache); prompts keep transformers' SDPA.
 Rows stop at an EOS token or at their own response budget; finished rows keep decoding
 padding until the whole batch is done (their tokens are dropped).
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+
+from train.generate.attention import decode_attention
 
 
 @dataclass
@@ -84,7 +88,7 @@ def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, gener
 
     cache = _cache(model, batch, static)
     forward = step_fn or model
-    with torch.inference_mode(), warnings.catch_warnings():
+    with torch.inference_mode(), warnings.catch_warnings(), decode_attention(model):
         # transformers 5.x renames past_key_values to cache; 4.x knows only the old name
         warnings.filterwarnings("ignore", message=".*past_key_values.*", category=FutureWarning)
         logits = _prefill_causal(model, batch, cache) if static else _prefill(model, batch, cache)

@@ -17,6 +17,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
+from train.generate.attention import use_attention
+
 NAME = "packed_sdpa"
 _registered = False
 _native_gqa = True  # let SDPA broadcast key/value heads itself instead of repeating them
@@ -70,29 +72,12 @@ def register() -> None:
     _registered = True
 
 
-def _configs(model) -> list:
-    seen, out = set(), []
-    for module in model.modules():
-        config = getattr(module, "config", None)
-        if config is not None and id(config) not in seen and hasattr(config, "_attn_implementation"):
-            seen.add(id(config))
-            out.append(config)
-    return out
-
-
 @contextlib.contextmanager
 def packed_attention(model):
     """Switch every config of `model` to packed attention for the duration (forward and backward)."""
     register()
-    configs = _configs(model)
-    saved = [c._attn_implementation for c in configs]
-    try:
-        for c in configs:
-            c._attn_implementation = NAME
+    with use_attention(model, NAME):
         yield
-    finally:
-        for c, impl in zip(configs, saved):
-            c._attn_implementation = impl
 
 
 def boundaries(lengths) -> torch.Tensor:
