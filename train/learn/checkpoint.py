@@ -56,23 +56,29 @@ def _set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(root, run_id: str, step: int, policy, optimizer, meta: dict | None = None) -> Path:
-    """Write the step's checkpoint; returns its directory."""
+    """Write the step's checkpoint; returns its directory.
+
+    Under FSDP every rank must call it (gathering the adapter and optimizer state is a
+    collective); rank 0 alone writes, in the single-process format, so a checkpoint resumes
+    under any number of ranks."""
     import torch
 
     out = step_dir(root, run_id, step)
+    adapter, optim = _full_training_state(policy, optimizer) if is_sharded(policy) else (None, None)
+    if _rank() != 0:
+        return out
     out.mkdir(parents=True, exist_ok=True)
-    policy.save_pretrained(out / ADAPTER)
-    torch.save(optimizer.state_dict(), out / OPTIMIZER)
+    policy.save_pretrained(out / ADAPTER, state_dict=adapter)  # None: peft reads the model itself
+    torch.save(optim if optim is not None else optimizer.state_dict(), out / OPTIMIZER)
     torch.save(_rng_state(), out / RNG)
     (out / STATE).write_text(json.dumps({"run_id": run_id, "step": step, **(meta or {})}, indent=1))
     return out
 
 
 def load_checkpoint(root, point: ResumePoint, policy, optimizer) -> dict:
-    """Load adapter weights, optimizer and RNG state into a fresh policy; returns state.json."""
+    """Load adapter weights, optimizer and RNG state into a fresh policy; returns state.json.
+    A sharded (FSDP) policy takes the same files: every rank reads them and keeps its shard."""
     import torch
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
 
     src = step_dir(root, point.run_id, point.step)
     if not (src / STATE).exists():
@@ -80,11 +86,88 @@ def load_checkpoint(root, point: ResumePoint, policy, optimizer) -> dict:
             f"no checkpoint at {src}; list {Path(root) / point.run_id} for the saved steps "
             "or pass --checkpoint-root")
     device = next(policy.parameters()).device
+    optim = torch.load(src / OPTIMIZER, map_location="cpu" if is_sharded(policy) else device, weights_only=False)
+    if is_sharded(policy):
+        _load_sharded(src, policy, optimizer, optim)
+    else:
+        _load_adapter(src, policy, device)
+        optimizer.load_state_dict(optim)
+    _set_rng_state(torch.load(src / RNG, weights_only=False))
+    return json.loads((src / STATE).read_text())
+
+
+def _load_adapter(src: Path, policy, device) -> None:
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
     weights = load_file(str(src / ADAPTER / "adapter_model.safetensors"), device=str(device))
     result = set_peft_model_state_dict(policy, weights)
     if getattr(result, "unexpected_keys", None):
         raise TerminalError(f"{src / ADAPTER}: adapter does not match the policy "
                             f"(unexpected {result.unexpected_keys[:3]}); same arm and model needed")
-    optimizer.load_state_dict(torch.load(src / OPTIMIZER, map_location=device, weights_only=False))
-    _set_rng_state(torch.load(src / RNG, weights_only=False))
-    return json.loads((src / STATE).read_text())
+
+
+# --- FSDP: gather to full state on save, shard the full state on load ----------------------
+
+def is_sharded(policy) -> bool:
+    """True when the policy's weights are FSDP shards (DTensors)."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in policy.parameters())
+
+
+def _rank() -> int:
+    from train.learn.fsdp import world
+
+    return world()[0]
+
+
+def _trainable_names(policy) -> list[str]:
+    """Adapter parameter names in the optimizer's order (make_optimizer takes them in this order)."""
+    return [name for name, p in policy.named_parameters() if p.requires_grad]
+
+
+def _full_options(**kw):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, ignore_frozen_params=True, **kw)
+
+
+def _full_training_state(policy, optimizer) -> tuple[dict, dict]:
+    """(adapter state, optimizer state in torch.optim's index-keyed form), full tensors on CPU
+    on rank 0 and empty elsewhere. Collective: every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    adapter = get_model_state_dict(policy, options=_full_options(cpu_offload=True))
+    optim = get_optimizer_state_dict(policy, optimizer, options=_full_options(cpu_offload=True))
+    return adapter, (_by_index(optim, _trainable_names(policy)) if optim else {})
+
+
+def _by_index(optim: dict, names: list[str]) -> dict:
+    """Parameter names -> optimizer indices, as optimizer.state_dict() writes them."""
+    index = {name: i for i, name in enumerate(names)}
+    return {"state": {index[n]: v for n, v in optim["state"].items()},
+            "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in optim["param_groups"]]}
+
+
+def _by_name(optim: dict, names: list[str]) -> dict:
+    return {"state": {names[i]: v for i, v in optim["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optim["param_groups"]]}
+
+
+def _load_sharded(src: Path, policy, optimizer, optim: dict) -> None:
+    """Every rank reads the full files and keeps its own shard (set_*_state_dict shards them)."""
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    names = _trainable_names(policy)
+    adapter_name = getattr(policy, "active_adapter", "default")
+    weights = load_file(str(src / ADAPTER / "adapter_model.safetensors"))
+    by_file_key = {name.replace(f".{adapter_name}.", "."): name for name in names}  # peft drops the adapter name
+    unexpected = sorted(set(weights) - set(by_file_key))
+    if unexpected:
+        raise TerminalError(f"{src / ADAPTER}: adapter does not match the policy "
+                            f"(unexpected {unexpected[:3]}); same arm and model needed")
+    full = {by_file_key[k]: v for k, v in weights.items()}
+    set_model_state_dict(policy, full, options=_full_options(strict=False))
+    set_optimizer_state_dict(policy, optimizer, _by_name(optim, names), options=_full_options())

@@ -27,24 +27,30 @@ def world() -> tuple[int, int]:
 
 
 def shard_policy(policy):
-    """fully_shard every decoder layer, the decoder (embeddings, final norm) and the output
-    head; returns the policy. The learner calls the decoder and the head separately (the
-    head chunk by chunk), so each is its own FSDP unit; the head stays gathered between
-    chunks (reshard_after_forward=False)."""
+    """fully_shard every decoder layer and the decoder (embeddings, final norm), and, when the
+    output head has its own weight, the head; returns the policy. The learner calls the
+    decoder and the head separately (the head chunk by chunk), so each is its own FSDP unit;
+    the head stays gathered between chunks (reshard_after_forward=False).
+
+    Tied input/output embeddings (the tiny policy) are one frozen tensor used both inside the
+    decoder and by the head outside it: it stays replicated on every rank (ignored_params),
+    so both uses see the same full weight. The adapter lives in the decoder layers only
+    (LoRA skips embeddings and the head), so nothing trainable is left unsharded."""
     from torch.distributed.fsdp import fully_shard
 
     from train.learn.logprobs import causal_lm
 
     lm = causal_lm(policy)
     head, decoder = lm.get_output_embeddings(), lm.get_decoder()
-    if head.weight is decoder.get_input_embeddings().weight:
-        raise NotImplementedError("FSDP with tied input/output embeddings is not supported; "
-                                  "untie them (tie_word_embeddings=False) or train on one GPU")
+    tied = head.weight is decoder.get_input_embeddings().weight
     for module in lm.modules():
         if type(module).__name__.endswith("DecoderLayer"):
             fully_shard(module)
-    fully_shard(decoder)
-    fully_shard(head, reshard_after_forward=False)
+    if tied:
+        fully_shard(decoder, ignored_params={head.weight})
+    else:
+        fully_shard(decoder)
+        fully_shard(head, reshard_after_forward=False)
     return policy
 
 
