@@ -80,7 +80,21 @@ class RunReport:
 
 
 def run(opts: RunOptions, log=print) -> RunReport:
-    """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled)."""
+    """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled).
+
+    Under torchrun every rank calls it: rank 0 does the rounds, the others join each GRPO step
+    (train.distributed); they return an empty report."""
+    from train.distributed import join_team, leave_team
+
+    team = join_team(opts.device)
+    try:
+        opts = dataclasses.replace(opts, device=team.device)
+        return _run(opts, team, log if team.main else _quiet)
+    finally:
+        leave_team(team)
+
+
+def _run(opts: RunOptions, team, log) -> RunReport:
     from train.learn.session import after_commit
     from train.learn.timing import PhaseTimer
     from train.rollout.round import run_round
@@ -88,38 +102,57 @@ def run(opts: RunOptions, log=print) -> RunReport:
 
     arm, knobs, overrides = resolve_settings(opts)
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
-    run_id = opts.run_id or new_run_id(arm.name)
-    log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
     resume = _resume_point(opts)
-    trees = _trees(opts, tasks, resume)  # before the model loads: a bad resume point fails fast
+    with team.alone():  # rank 0's own work: a failure here stops every rank
+        run_id = opts.run_id or new_run_id(arm.name)
+        log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
+        trees = _trees(opts, tasks, resume) if team.main else None  # before the model: a bad resume point fails fast
+        _prepare_model(opts, team, log)
+    run_id = team.share(run_id)
     policy = _load_policy(opts, arm, log)
-    learner = _learner(policy, arm, overrides, opts, resume) if opts.learn else None
-    ctx = _round_context(opts, arm, knobs, tasks, policy, run_id, log)
-    writer = _writer(opts, arm, run_id, overrides, notes, resume, log)
+    generator = _generation_copy(policy, opts) if team.size > 1 and team.main else policy
+    learner = _learner(policy, arm, overrides, opts, resume, team) if opts.learn else None
+    if learner is not None and team.size > 1:
+        _sync_generator(generator, learner, team)
+    with team.alone():
+        ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log) if team.main else None
+        writer = _writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
         timer = PhaseTimer()
-        with timer.phase("gen"):
-            result = run_round(round_no, trees, ctx)
+        with team.alone():
+            if team.main:
+                with timer.phase("gen"):
+                    result = run_round(round_no, trees, ctx)
         step = None
         if learner is not None:
-            metrics = learner.step(result, timer)  # adv, old_log_prob, ref, update_actor
+            samples = team.share(round_samples(result) if team.main else None)
+            metrics = learner.step(samples, timer)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
-                _update_weights(ctx.backend, learner, opts, run_id, round_no)
+                _update_weights(ctx.backend if team.main else None, learner, opts, run_id, round_no, team, generator)
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
             step = timer.row(round_no)
             log(f"Step {round_no}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()
                                                    if isinstance(v, (int, float)) and v is not None))
-        where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
-        report.rounds.append(_round_line(round_no, result, where, log))
-        if learner is not None and where == "db":  # step_metrics row, then gates read from the warehouse
-            after_commit(opts.db_url, run_id, round_no, metrics, health_gate=opts.health_gate and round_no == first,
-                         decision_steps=opts.decision_steps, log=log)
-    report.spooled = writer.spooled
+        if not team.main:
+            continue
+        with team.alone():
+            where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
+            report.rounds.append(_round_line(round_no, result, where, log))
+            if learner is not None and where == "db":  # step_metrics row, then gates read from the warehouse
+                after_commit(opts.db_url, run_id, round_no, metrics,
+                             health_gate=opts.health_gate and round_no == first,
+                             decision_steps=opts.decision_steps, log=log)
+    team.finish()
+    report.spooled = writer.spooled if writer is not None else []
     return report
+
+
+def _quiet(line: str) -> None:
+    """The log of ranks other than 0: rank 0 speaks for the run."""
 
 
 # --- settings --------------------------------------------------------------------------
@@ -262,6 +295,14 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
     return HFBackend(policy.model, policy.tokenizer)
 
 
+def round_samples(result) -> list:
+    """The learner's view of a round: every sibling is a sample of its group."""
+    from train.learn.step import Sample
+
+    return [Sample(c.prompt_token_ids, c.response_token_ids, r["reward"], r["sibling_group"])
+            for task in result.records for r, c in zip(result.records[task], result.completions[task])]
+
+
 @dataclass
 class Learner:
     """The GRPO step's call site (train.learn owns the step itself)."""
@@ -270,12 +311,10 @@ class Learner:
     optimizer: object
     config: object
 
-    def step(self, result, timer) -> dict:
-        """One GRPO step on the round's nodes: every sibling is a sample of its group."""
-        from train.learn.step import Sample, grpo_step
+    def step(self, samples: list, timer) -> dict:
+        """One GRPO step on the round's samples (every rank calls it under FSDP)."""
+        from train.learn.step import grpo_step
 
-        samples = [Sample(c.prompt_token_ids, c.response_token_ids, r["reward"], r["sibling_group"])
-                   for task in result.records for r, c in zip(result.records[task], result.completions[task])]
         return grpo_step(self.policy.model, self.optimizer, samples, self.config, timer)
 
     def save(self, root: str, run_id: str, step: int):
@@ -284,32 +323,85 @@ class Learner:
         return save_checkpoint(root, run_id, step, self.policy.model, self.optimizer)
 
 
-def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int) -> None:
+def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int, team=None,
+                    generator=None) -> None:
     """Make the generator sample from the updated policy. The transformers backend shares the
-    module, so it already does; vLLM gets the adapter saved and served under a fresh id."""
+    module, so it already does; vLLM gets the adapter saved and served under a fresh id.
+    Under FSDP the adapter is gathered first (every rank) into rank 0's generation copy."""
+    if team is not None and team.size > 1:
+        return _update_sharded(backend, learner, opts, run_id, round_no, team, generator)
     if not hasattr(backend, "set_adapter"):
         return
-    import tempfile
-    from pathlib import Path
-
-    root = Path(opts.checkpoint_root or tempfile.gettempdir()) / run_id / f"served_adapter_{round_no}"
+    root = _served_adapter_dir(opts, run_id, round_no)
     learner.policy.model.save_pretrained(root)
     backend.set_adapter(str(root))
 
 
-def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None) -> Learner:
+def _served_adapter_dir(opts: RunOptions, run_id: str, round_no: int):
+    import tempfile
+    from pathlib import Path
+
+    return Path(opts.checkpoint_root or tempfile.gettempdir()) / run_id / f"served_adapter_{round_no}"
+
+
+def _update_sharded(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int, team, generator):
+    state = _sync_generator(generator, learner, team)
+    if team.main and hasattr(backend, "set_adapter"):
+        root = _served_adapter_dir(opts, run_id, round_no)
+        learner.policy.model.save_pretrained(root, state_dict=state)
+        backend.set_adapter(str(root))
+
+
+def _generation_copy(policy, opts: RunOptions):
+    """Rank 0's unsharded policy for generation (FSDP shards the training one); taken before
+    the learner prepares and shards it. vLLM loads its own weights: no copy."""
+    if opts.backend == "vllm":
+        return policy
+    import copy
+
+    return dataclasses.replace(policy, model=copy.deepcopy(policy.model))
+
+
+def _sync_generator(generator, learner: Learner, team) -> dict:
+    """Gather the adapter (a collective: every rank calls it) and load it into rank 0's
+    generation copy; returns the gathered state."""
+    from train.learn.fsdp import full_adapter_state
+
+    state = full_adapter_state(learner.policy.model)
+    if team.main and generator is not None and generator.model is not learner.policy.model:
+        result = generator.model.load_state_dict(state, strict=False)
+        if result.unexpected_keys:
+            raise TerminalError(f"the generation copy lacks adapter weights {result.unexpected_keys[:3]}")
+    return state
+
+
+def _prepare_model(opts: RunOptions, team, log) -> None:
+    """Rank 0 resolves (for `tiny`: builds) the model before the other ranks load it."""
+    if team.size > 1 and team.main:
+        from train.policy.loader import resolve_model_path
+
+        resolve_model_path(opts.model, opts.tiny_cache, log=log)
+
+
+def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, team=None) -> Learner:
+    """Prepare (and under FSDP shard) the policy, then the optimizer over its adapter, then the
+    checkpoint when resuming (the optimizer must see the sharded parameters)."""
     from train.learn.lora import make_optimizer, prepare_for_training
     from train.learn.step import StepConfig
 
+    if resume is not None and not opts.checkpoint_root:
+        raise TerminalError("--resume-from with learning needs --checkpoint-dir holding "
+                            f"{resume.run_id}/global_step_{resume.step} (or pass --no-learn).")
+    prepare_for_training(policy.model, selective=True)  # checkpointing; attention outputs kept
+    if team is not None and team.size > 1:
+        from train.learn.fsdp import shard_policy
+
+        shard_policy(policy.model)
     optimizer = make_optimizer(policy.model, overrides.get("learning_rate") or arm.learning_rate)
     if resume is not None:
-        if not opts.checkpoint_root:
-            raise TerminalError("--resume-from with learning needs --checkpoint-dir holding "
-                                f"{resume.run_id}/global_step_{resume.step} (or pass --no-learn).")
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
-    prepare_for_training(policy.model, selective=True)  # checkpointing; attention outputs kept
     return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096)))
 
 

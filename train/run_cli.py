@@ -44,11 +44,15 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="Override an arm or run setting for this run (recorded on the run row), e.g. --set response_cap=4096.")
 @click.option("--exec-workers", type=int, default=None, help="Parallel node executions (default: CPU count).")
 @click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes (GPUs) for the update: N > 1 starts N ranks through torch's launcher, "
+                   "as torchrun --standalone --nproc-per-node N does (FSDP; rank 0 generates).")
 @click.pass_context
 def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from, tasks, tasks_root, seed, db, device,
                 backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
-                sets, exec_workers, run_id) -> None:
+                sets, exec_workers, run_id, nproc) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
+    from train.distributed import launch, launched_world
     from train.learn.gates import parse_steps
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
@@ -60,10 +64,16 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       checkpoint_every=checkpoint_every, health_gate=health_gate,
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id)
-    _check_warehouse(opts.db_url)
-    report = run(opts, log=click.echo)
-    click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
-               f"See: warehouse --db {db} metrics --run {report.run_id}")
+    rank, world_size, _ = launched_world()
+    if rank == 0:
+        _check_warehouse(opts.db_url)
+    if nproc > 1 and world_size == 1:
+        report = launch(nproc, opts)  # the ranks print the rounds themselves
+    else:
+        report = run(opts, log=click.echo)
+    if rank == 0:
+        click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
+                   f"See: warehouse --db {db} metrics --run {report.run_id}")
 
 
 def _check_warehouse(db_url: str) -> None:

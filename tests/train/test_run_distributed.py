@@ -1,0 +1,118 @@
+"""`train run` under several ranks (CPU, gloo): `--nproc 2` writes what one rank writes, and a
+failure of rank 0 alone stops every rank instead of leaving them waiting in a collective."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from tests.train.test_run import TASK, model_dir, tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
+from train.distributed import INTERRUPTED, Stop, Team, exit_status
+from warehouse.errors import TerminalError
+
+# one task, one expansion of 2 siblings, short responses: the random tiny Llama (tied
+# embeddings, like the tiny policy) writes no code, so nothing executes and every node fails
+SMALL = ["--tasks", TASK, "--set", "siblings_per_expansion=2", "--set", "expansions_per_round=1",
+         "--set", "response_cap=24", "--exec-workers", "1"]
+
+
+def _train(model, db_url: str, ckpt, run_id: str, *extra: str):
+    from train.cli import main
+
+    args = ["run", "--model", str(model), "--rounds", "2", "--db", db_url.removeprefix("duckdb:///"),
+            "--checkpoint-dir", str(ckpt), "--run-id", run_id, *SMALL, *extra]
+    return CliRunner().invoke(main, args)
+
+
+def _counts(db_url: str, run_id: str) -> dict:
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:
+        one = lambda sql: con.execute(sql, [run_id]).fetchall()  # noqa: E731
+        return {"nodes": one('SELECT "round", count(*) FROM "nodes" WHERE "run_id" = ? GROUP BY 1 ORDER BY 1'),
+                "steps": one('SELECT "step" FROM "steps" WHERE "run_id" = ? ORDER BY 1'),
+                "step_metrics": one('SELECT "step", "tokens", "micro_batches" FROM "step_metrics" '
+                                    'WHERE "run_id" = ? ORDER BY 1'),
+                "runs": one('SELECT count(*) FROM "runs" WHERE "run_id" = ?')}
+
+
+@pytest.mark.timeout(150)
+def test_two_ranks_write_the_rows_one_rank_writes_and_a_checkpoint_per_step(db_url, model_dir, tmp_path):
+    two = _train(model_dir, db_url, tmp_path / "ckpt", "two", "--no-health-gate", "--nproc", "2")
+    assert two.exit_code == 0, two.output
+    assert "Done: run two, 2 round(s)." in two.output
+    one = _train(model_dir, db_url, tmp_path / "ckpt", "one", "--no-health-gate")
+    assert one.exit_code == 0, one.output
+    want, got = _counts(db_url, "one"), _counts(db_url, "two")
+    assert got == want
+    assert want["nodes"] == [(1, 2), (2, 2)] and want["steps"] == [(1,), (2,)] and want["runs"] == [(1,)]
+    assert [row[1] for row in got["step_metrics"]] == [row[1] for row in want["step_metrics"]]  # same samples
+    for run_id in ("one", "two"):
+        steps = sorted(p.name for p in (tmp_path / "ckpt" / run_id).glob("global_step_*"))
+        assert steps == ["global_step_1", "global_step_2"], run_id
+        assert (tmp_path / "ckpt" / run_id / "global_step_2" / "adapter" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_0_failure_stops_every_rank(db_url, model_dir, tmp_path, capfd):
+    # the health gate fails after step 1 on rank 0 only; rank 1 waits for round 2's samples
+    result = _train(model_dir, db_url, tmp_path / "ckpt", "gate", "--nproc", "2")
+    ranks = capfd.readouterr()
+    assert result.exit_code == 1
+    assert "Error: 1 of 2 ranks failed (exit status by rank: {0: 1})" in result.output
+    assert "health gate failed after step 1 of run gate" in ranks.err
+    assert "Rank 1: rank 0 stopped the run (exit 1); stopping too." in ranks.err
+    assert _counts(db_url, "gate")["nodes"] == [(1, 2)]
+
+
+def _team_member(rank: int, init_file: str, failure: BaseException | None) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    team = Team(rank=rank, size=2)
+    try:
+        assert team.share("round 1 samples" if team.main else None) == "round 1 samples"
+        if team.main:
+            with team.alone():
+                if failure is not None:
+                    raise failure
+        team.finish()
+        status = 0
+    except BaseException as exc:  # noqa: BLE001 - the status is what the test reads
+        status = exit_status(exc)
+    dist.destroy_process_group()
+    os._exit(status)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("failure, status", [(None, 0), (KeyboardInterrupt(), INTERRUPTED),
+                                             (TerminalError("gate"), 1)], ids=["done", "ctrl-c", "error"])
+def test_every_rank_leaves_with_rank_0s_exit_status(tmp_path, failure, status):
+    fork = multiprocessing.get_context("fork")
+    members = [fork.Process(target=_team_member, args=(rank, str(tmp_path / "init"), failure)) for rank in (0, 1)]
+    for member in members:
+        member.start()
+    for member in members:
+        member.join(50)
+    hung = [m for m in members if m.is_alive()]
+    for member in hung:
+        member.kill()
+    assert not hung and [m.exitcode for m in members] == [status, status]
+
+
+def test_one_rank_team_passes_messages_through_without_torch_distributed():
+    team = Team()
+    assert team.main and team.share([1, 2]) == [1, 2]
+    with pytest.raises(ValueError), team.alone():  # nobody to tell: the error just propagates
+        raise ValueError("rank 0 alone")
+    team.finish()
+    assert [exit_status(e) for e in (SystemExit(3), KeyboardInterrupt(), TerminalError("x"), RuntimeError())] \
+        == [3, INTERRUPTED, 1, 1]
+    assert Stop(INTERRUPTED) == Stop(130)
+
+
+def test_nproc_below_one_is_a_usage_error(db_url, model_dir, tmp_path):
+    result = _train(model_dir, db_url, tmp_path / "ckpt", "bad", "--nproc", "0")
+    assert result.exit_code == 2 and "--nproc" in result.output
