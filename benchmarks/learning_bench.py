@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ARMS = ("learn", "no_learn")
+MODES = ("draft", "improve", "debug")
 BIN = Path(sys.executable).parent
 
 
@@ -119,6 +120,10 @@ SELECT n."round", count(DISTINCT p."code") AS "distinct_scripts"
 FROM "nodes" AS n JOIN "node_payloads" AS p USING ("source_id", "line_no")
 WHERE n."run_id" = ? GROUP BY n."round"
 """
+MODES_SQL = """
+SELECT "round", "mode", count(*) AS "nodes", count(*) FILTER (WHERE "status" = 'ok') AS "valid"
+FROM "nodes" WHERE "run_id" = ? GROUP BY "round", "mode"
+"""
 STEPS_SQL = """
 SELECT "step", "loss", "kl", "entropy", "grad_norm", "clip_frac", "lr"
 FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"
@@ -143,10 +148,14 @@ def read_run(db: Path, run_id: str) -> dict:
     with connect(f"duckdb:///{db}", read_only=True) as con:
         rounds = _rows(con, ROUNDS_SQL, run_id)
         scripts = {r["round"]: r["distinct_scripts"] for r in _rows(con, DRAFTS_SQL, run_id)}
+        modes = {(r["round"], r["mode"]): r for r in _rows(con, MODES_SQL, run_id)}
         steps = _rows(con, STEPS_SQL, run_id)
         round1 = [list(r.values()) for r in _rows(con, ROUND1_SQL, run_id)]
     for row in rounds:
         row["distinct_scripts"] = scripts.get(row["round"], 0)
+        for mode in MODES:  # drafts: the one mode whose prompts do not depend on earlier rounds
+            counts = modes.get((row["round"], mode), {})
+            row[f"{mode}_nodes"], row[f"{mode}_valid"] = counts.get("nodes", 0), counts.get("valid", 0)
     return {"rounds": rounds, "steps": steps, "round1": round1}
 
 
@@ -157,48 +166,56 @@ def _spread(values: list[float]) -> dict:
             "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
 
 
-def rate_table(runs: dict, seeds: list[int], rounds: int) -> dict:
-    """{arm: {round: [valid rate per seed]}}; seeds whose run misses a round are left out."""
+def rate_table(runs: dict, seeds: list[int], rounds: int, prefix: str = "") -> dict:
+    """{arm: {round: [valid rate per seed]}}; seeds whose run has no such node in a round are
+    left out of it. prefix 'draft_': the drafts' valid rate."""
     table = {arm: {r: [] for r in range(1, rounds + 1)} for arm in ARMS}
     for seed in seeds:
         for arm in ARMS:
             for row in runs.get((seed, arm), {}).get("rounds", []):
-                if row["valid_rate"] is not None and row["round"] in table[arm]:
-                    table[arm][row["round"]].append(float(row["valid_rate"]))
+                if row[f"{prefix}nodes"] and row["round"] in table[arm]:
+                    table[arm][row["round"]].append(row[f"{prefix}valid"] / row[f"{prefix}nodes"])
     return table
 
 
-def paired_gains(runs: dict, seeds: list[int], first: int, last: int) -> list[dict]:
-    """Per seed: pooled valid rate over rounds first..last (valid / nodes), learn and no-learn."""
+def paired_gains(runs: dict, seeds: list[int], first: int, last: int, prefix: str = "") -> list[dict]:
+    """Per seed: pooled valid rate over rounds first..last (valid / nodes), learn and no-learn;
+    prefix 'draft_' counts the drafts alone."""
     out = []
     for seed in seeds:
         pooled = {}
         for arm in ARMS:
             rows = [r for r in runs.get((seed, arm), {}).get("rounds", []) if first <= r["round"] <= last]
-            nodes = sum(r["nodes"] for r in rows)
-            pooled[arm] = sum(r["valid"] for r in rows) / nodes if nodes else None
+            nodes = sum(r[f"{prefix}nodes"] for r in rows)
+            pooled[arm] = sum(r[f"{prefix}valid"] for r in rows) / nodes if nodes else None
         if None not in pooled.values():
             out.append({"seed": seed, **pooled, "gain": pooled["learn"] - pooled["no_learn"]})
     return out
 
 
 def summarise(runs: dict, seeds: list[int], rounds: int) -> dict:
-    table = rate_table(runs, seeds, rounds)
+    table, drafts = rate_table(runs, seeds, rounds), rate_table(runs, seeds, rounds, "draft_")
     per_round = []
     for r in range(1, rounds + 1):
         learn, base = _spread(table["learn"][r]), _spread(table["no_learn"][r])
         ratio = learn["mean"] / base["mean"] if learn["mean"] is not None and base["mean"] else None
         gain = learn["mean"] - base["mean"] if None not in (learn["mean"], base["mean"]) else None
-        per_round.append({"round": r, "learn": learn, "no_learn": base, "gain": gain, "ratio": ratio})
-    pairs = paired_gains(runs, seeds, 2, rounds)
+        per_round.append({"round": r, "learn": learn, "no_learn": base, "gain": gain, "ratio": ratio,
+                          "draft_learn": _spread(drafts["learn"][r]), "draft_no_learn": _spread(drafts["no_learn"][r])})
+    identical = {seed: runs[(seed, "learn")]["round1"] == runs[(seed, "no_learn")]["round1"]
+                 for seed in seeds if (seed, "learn") in runs and (seed, "no_learn") in runs}
+    return {"per_round": per_round, "rounds_2_to_R": _pooled(paired_gains(runs, seeds, 2, rounds)),
+            "drafts_rounds_2_to_R": _pooled(paired_gains(runs, seeds, 2, rounds, "draft_")),
+            "round1_identical": identical}
+
+
+def _pooled(pairs: list[dict]) -> dict:
     pooled = {"pairs": pairs, "gain": _spread([p["gain"] for p in pairs]),
               "learn": _spread([p["learn"] for p in pairs]), "no_learn": _spread([p["no_learn"] for p in pairs]),
               "seeds_learn_ahead": sum(p["gain"] > 0 for p in pairs)}
     if pooled["no_learn"]["mean"]:
         pooled["ratio"] = pooled["learn"]["mean"] / pooled["no_learn"]["mean"]
-    identical = {seed: runs[(seed, "learn")]["round1"] == runs[(seed, "no_learn")]["round1"]
-                 for seed in seeds if (seed, "learn") in runs and (seed, "no_learn") in runs}
-    return {"per_round": per_round, "rounds_2_to_R": pooled, "round1_identical": identical}
+    return pooled
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -212,17 +229,20 @@ def render(result: dict) -> str:
     for seed, same in summary["round1_identical"].items():
         lines.append(f"seed {seed}: round 1 identical in both runs (node ids, status, reward, code): "
                      f"{'yes' if same else 'NO'}")
-    lines.append("round  learn (mean+-sd)  no-learn (mean+-sd)   gain    ratio   [valid rate, over seeds]")
+    lines.append("valid rate per round, mean+-sd over seeds (drafts: the drafts' own valid rate)")
+    lines.append("round  learn            no-learn          gain    ratio   drafts: learn    no-learn")
     for row in summary["per_round"]:
         gain = "   -  " if row["gain"] is None else f"{row['gain']:+.3f}"
         ratio = "  -  " if row["ratio"] is None else f"{row['ratio']:.3f}"
-        lines.append(f"{row['round']:5d}  {_fmt(row['learn']):16s}  {_fmt(row['no_learn']):19s}  {gain}  {ratio}")
-    pooled = summary["rounds_2_to_R"]
-    if pooled["pairs"]:
-        lines.append(f"rounds 2..{result['options']['rounds']} pooled: learn {_fmt(pooled['learn'])}, "
-                     f"no-learn {_fmt(pooled['no_learn'])}, gain {_fmt(pooled['gain'])}, "
-                     f"ratio {pooled.get('ratio', float('nan')):.3f}; learn ahead on "
-                     f"{pooled['seeds_learn_ahead']} of {len(pooled['pairs'])} seeds")
+        lines.append(f"{row['round']:5d}  {_fmt(row['learn']):15s}  {_fmt(row['no_learn']):15s}  {gain}  {ratio}   "
+                     f"{_fmt(row['draft_learn']):15s}  {_fmt(row['draft_no_learn'])}")
+    for key, what in (("rounds_2_to_R", "all nodes"), ("drafts_rounds_2_to_R", "drafts only")):
+        pooled = summary[key]
+        if pooled["pairs"]:
+            lines.append(f"rounds 2..{result['options']['rounds']} pooled, {what}: learn {_fmt(pooled['learn'])}, "
+                         f"no-learn {_fmt(pooled['no_learn'])}, gain {_fmt(pooled['gain'])}, "
+                         f"ratio {pooled.get('ratio', float('nan')):.3f}; learn ahead on "
+                         f"{pooled['seeds_learn_ahead']} of {len(pooled['pairs'])} seeds")
     lines += _step_lines(result["runs"])
     return "\n".join(lines)
 
