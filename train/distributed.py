@@ -56,6 +56,7 @@ class Team:
     rank: int = 0
     size: int = 1
     device: str = "auto"
+    sharded: bool = False  # launched by torchrun (any size, 1 too): FSDP update, rank 0's generation copy
     _announced: bool = False
 
     @property
@@ -70,10 +71,14 @@ class Team:
 
         box = [message if self.main else None]
         dist.broadcast_object_list(box, src=0)
-        if isinstance(box[0], Stop) and not self.main:
-            print(f"Rank {self.rank}: rank 0 stopped the run (exit {box[0].status}); stopping too.",
-                  file=sys.stderr)
-            raise SystemExit(box[0].status)
+        if isinstance(box[0], Stop):
+            if not self.main:
+                print(f"Rank {self.rank}: rank 0 stopped the run (exit {box[0].status}); stopping too.",
+                      file=sys.stderr)
+            # every rank has read the STOP before rank 0 exits (its exit makes torchrun end the rest)
+            dist.barrier()
+            if not self.main:
+                raise SystemExit(box[0].status)
         return box[0]
 
     @contextlib.contextmanager
@@ -103,11 +108,16 @@ def exit_status(exc: BaseException) -> int:
     return getattr(exc, "exit_code", 1) if isinstance(exc, WarehouseError) else 1
 
 
+def under_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
 def join_team(device: str) -> Team:
     """Under torchrun, join the process group (nccl on cuda, each rank on cuda:LOCAL_RANK;
-    gloo on cpu); otherwise the one-rank team."""
+    gloo on cpu), also for one process (`torchrun --nproc-per-node 1` runs the same path as
+    N: a one-GPU smoke of it); otherwise the plain one-process team."""
     rank, size, local_rank = launched_world()
-    if size == 1:
+    if not under_torchrun():
         return Team(device=device)
     import torch
     import torch.distributed as dist
@@ -119,12 +129,15 @@ def join_team(device: str) -> Team:
     else:
         device = "cpu"
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo")
-    return Team(rank=rank, size=size, device=device)
+        if cuda:  # the device named up front: NCCL need not guess rank -> GPU
+            dist.init_process_group("nccl", device_id=torch.device(device))
+        else:
+            dist.init_process_group("gloo")
+    return Team(rank=rank, size=size, device=device, sharded=True)
 
 
 def leave_team(team: Team) -> None:
-    if team.size > 1:
+    if team.sharded:
         import torch.distributed as dist
 
         if dist.is_initialized():

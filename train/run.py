@@ -110,9 +110,9 @@ def _run(opts: RunOptions, team, log) -> RunReport:
         _prepare_model(opts, team, log)
     run_id = team.share(run_id)
     policy = _load_policy(opts, arm, log)
-    generator = _generation_copy(policy, opts) if team.size > 1 and team.main else policy
+    generator = _generation_copy(policy, opts) if team.sharded and team.main else policy
     learner = _learner(policy, arm, overrides, opts, resume, team) if opts.learn else None
-    if learner is not None and team.size > 1:
+    if learner is not None and team.sharded:
         _sync_generator(generator, learner, team)
     with team.alone():
         ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log) if team.main else None
@@ -328,7 +328,7 @@ def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, ro
     """Make the generator sample from the updated policy. The transformers backend shares the
     module, so it already does; vLLM gets the adapter saved and served under a fresh id.
     Under FSDP the adapter is gathered first (every rank) into rank 0's generation copy."""
-    if team is not None and team.size > 1:
+    if team is not None and team.sharded:
         return _update_sharded(backend, learner, opts, run_id, round_no, team, generator)
     if not hasattr(backend, "set_adapter"):
         return
@@ -377,7 +377,7 @@ def _sync_generator(generator, learner: Learner, team) -> dict:
 
 def _prepare_model(opts: RunOptions, team, log) -> None:
     """Rank 0 resolves (for `tiny`: builds) the model before the other ranks load it."""
-    if team.size > 1 and team.main:
+    if team.sharded and team.main:
         from train.policy.loader import resolve_model_path
 
         resolve_model_path(opts.model, opts.tiny_cache, log=log)
@@ -393,7 +393,7 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
         raise TerminalError("--resume-from with learning needs --checkpoint-dir holding "
                             f"{resume.run_id}/global_step_{resume.step} (or pass --no-learn).")
     prepare_for_training(policy.model, selective=True)  # checkpointing; attention outputs kept
-    if team is not None and team.size > 1:
+    if team is not None and team.sharded:
         from train.learn.fsdp import shard_policy
 
         shard_policy(policy.model)

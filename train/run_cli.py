@@ -52,7 +52,7 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                 backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
                 sets, exec_workers, run_id, nproc) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
-    from train.distributed import launch, launched_world
+    from train.distributed import launch, launched_world, under_torchrun
     from train.learn.gates import parse_steps
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
@@ -64,10 +64,10 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       checkpoint_every=checkpoint_every, health_gate=health_gate,
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id)
-    rank, world_size, _ = launched_world()
+    rank = launched_world()[0]
     if rank == 0:
         _check_warehouse(opts.db_url)
-    if nproc > 1 and world_size == 1:
+    if nproc > 1 and not under_torchrun():
         report = launch(nproc, opts)  # the ranks print the rounds themselves
     else:
         report = run(opts, log=click.echo)

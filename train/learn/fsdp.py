@@ -7,11 +7,11 @@ collective. The loss stays the token mean over the whole round: each rank divide
 global token count times the world size, and the gradient reduce-scatter averages across
 ranks (gloo has no pre-multiplied sum, so we keep FSDP's default average).
 
-Launch: torchrun --nproc-per-node N ... ; CPU tests use the gloo backend with 2 processes
-(tests/train/learn/test_learn_fsdp.py). Generation stays on vLLM's own tensor parallelism.
-Not done: checkpoints under FSDP (checkpoint.py saves an unsharded peft model; a sharded run
-would gather `full_adapter_state` on rank 0 first), and a `train run --nproc` launcher: the
-loop itself is single-process today; this module is the update's multi-process path.
+The loop around it (train/run.py, train/distributed.py): `train run` under torchrun, or
+`train run --nproc N`; rank 0 generates on an unsharded copy and all ranks run the step.
+Checkpoints gather the full adapter and optimizer state to rank 0 (train/learn/checkpoint.py).
+CPU tests use the gloo backend with 2 processes (tests/train/learn/test_learn_fsdp.py,
+tests/train/test_run_distributed.py).
 """
 from __future__ import annotations
 
@@ -77,10 +77,13 @@ def all_reduce_sum(values: dict) -> dict:
     return out
 
 
+@torch.no_grad()
 def full_adapter_state(policy) -> dict:
-    """The unsharded adapter weights (every rank must call it)."""
+    """The unsharded adapter weights, copies detached from the parameters (every rank must
+    call it). On one rank `full_tensor()` returns a view of the parameter itself, which the
+    next optimizer step would overwrite: hence the clone."""
     out = {}
     for name, p in policy.named_parameters():
         if p.requires_grad:
-            out[name] = p.full_tensor() if hasattr(p, "full_tensor") else p.detach().clone()
+            out[name] = (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
     return out
