@@ -68,6 +68,11 @@ def prepare_for_training(policy, gradient_checkpointing: bool = True, selective:
             lm.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        if hasattr(lm, "disable_input_require_grads"):
+            # transformers adds a hook making the embeddings' output require grad; non-reentrant
+            # checkpointing needs none, and on CUDA the hook breaks the generator's compiled
+            # decode step when it shares this module (a single-process `train run`)
+            lm.disable_input_require_grads()
         layers = [m for m in lm.modules() if hasattr(m, "gradient_checkpointing")
                   and m is not lm and type(m).__name__.endswith("DecoderLayer")]
         for layer in layers[len(layers) - keep_layers:] if keep_layers else []:
