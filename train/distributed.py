@@ -108,6 +108,13 @@ def exit_status(exc: BaseException) -> int:
     return getattr(exc, "exit_code", 1) if isinstance(exc, WarehouseError) else 1
 
 
+def wants_cuda(device: str) -> bool:
+    """--device cuda[:N], or auto on a machine with a GPU."""
+    import torch
+
+    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+
+
 def under_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
@@ -122,7 +129,7 @@ def join_team(device: str) -> Team:
     import torch
     import torch.distributed as dist
 
-    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    cuda = wants_cuda(device)
     if cuda:
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
@@ -172,10 +179,7 @@ def launch(nproc: int, opts):
 def _start_method(device: str) -> str:
     """spawn for CUDA (a forked child cannot use CUDA); fork on CPU, where the ranks then
     share the imports already made (torch, transformers: most of a CPU rank's start-up)."""
-    import torch
-
-    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    return "spawn" if cuda else "fork"
+    return "spawn" if wants_cuda(device) else "fork"
 
 
 @contextlib.contextmanager

@@ -100,6 +100,7 @@ def _run(opts: RunOptions, team, log) -> RunReport:
     from train.rollout.round import run_round
     from train.writer import RoundWrite
 
+    check_backend(opts, team)
     arm, knobs, overrides = resolve_settings(opts)
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
     resume = _resume_point(opts)
@@ -149,6 +150,15 @@ def _run(opts: RunOptions, team, log) -> RunReport:
     team.finish()
     report.spooled = writer.spooled if writer is not None else []
     return report
+
+
+def check_backend(opts: RunOptions, team) -> None:
+    """vLLM cannot start inside a torchrun world of several ranks: it takes torch.distributed's
+    world for its own and fails ('world_size (N) is not equal to tensor_model_parallel_size')."""
+    if opts.backend == "vllm" and team.size > 1:
+        raise TerminalError(f"--backend vllm with {team.size} ranks: vLLM cannot start inside a multi-rank "
+                            "torchrun run. Use --backend hf with several ranks, or one process with "
+                            "--backend vllm --set tensor_parallel_size=N for generation over N GPUs.")
 
 
 def _quiet(line: str) -> None:

@@ -113,6 +113,15 @@ def test_one_rank_team_passes_messages_through_without_torch_distributed():
     assert Stop(INTERRUPTED) == Stop(130)
 
 
+def test_vllm_with_several_ranks_is_refused_before_any_work():
+    from train.run import RunOptions, check_backend
+
+    check_backend(RunOptions(backend="vllm"), Team(rank=0, size=1, sharded=True))  # one rank: allowed
+    check_backend(RunOptions(backend="hf"), Team(rank=1, size=2, sharded=True))
+    with pytest.raises(TerminalError, match="--backend vllm with 2 ranks.*--backend hf"):
+        check_backend(RunOptions(backend="vllm"), Team(rank=1, size=2, sharded=True))
+
+
 def test_nproc_below_one_is_a_usage_error(db_url, model_dir, tmp_path):
     result = _train(model_dir, db_url, tmp_path / "ckpt", "bad", "--nproc", "0")
     assert result.exit_code == 2 and "--nproc" in result.output
