@@ -35,3 +35,7 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+
+
+if __name__ == "__main__":  # python -m train.cli (e.g. under torchrun without the console script)
+    main()

@@ -147,3 +147,7 @@ _PLUGINS: list[tuple[str, str]] = [
 ]
 
 _register_subcommands()
+
+
+if __name__ == "__main__":  # python -m warehouse.cli (e.g. under torchrun without the console script)
+    main()
