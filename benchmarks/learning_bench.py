@@ -272,7 +272,8 @@ def measure(args, work: Path) -> dict:
     runs, records = {}, []
     for spec, outcome in zip(specs, outcomes):
         record = {"seed": spec.seed, "arm": spec.arm, "run_id": spec.run_id,
-                  "command": shlex.join(spec.command), **outcome}
+                  "command": f"OMP_NUM_THREADS={spec.threads} MKL_NUM_THREADS={spec.threads} "
+                             + shlex.join(spec.command), **outcome}
         if outcome["rc"] != 0:
             record["log_tail"] = spec.log.read_text()[-2000:]
             print(f"  seed {spec.seed} {spec.arm} FAILED (exit {outcome['rc']}); left out. Log: {spec.log}")
@@ -312,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     command = shlex.join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)])
     result.update({"command": f"python {command}", "wall_s": time.perf_counter() - started,
+                   "pythonpath": os.environ.get("PYTHONPATH"),  # set when measuring a snapshot of the code
                    "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}})
     result["summary"]["round1_identical"] = {str(k): v for k, v in result["summary"]["round1_identical"].items()}
     print(render(result))
