@@ -276,7 +276,8 @@ def measure(args, work: Path) -> dict:
                              + shlex.join(spec.command), **outcome}
         if outcome["rc"] != 0:
             record["log_tail"] = spec.log.read_text()[-2000:]
-            print(f"  seed {spec.seed} {spec.arm} FAILED (exit {outcome['rc']}); left out. Log: {spec.log}")
+            last = (record["log_tail"].strip().splitlines() or ["(no output)"])[-1]
+            print(f"  seed {spec.seed} {spec.arm} FAILED (exit {outcome['rc']}), left out: {last}")
         else:
             runs[(spec.seed, spec.arm)] = read_run(spec.db, spec.run_id)
             record.update({k: v for k, v in runs[(spec.seed, spec.arm)].items() if k != "round1"})
