@@ -70,6 +70,7 @@ class Knobs:
     initial_drafts: int = 1
     exec_timeout_s: float = 120.0
     tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
+    update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
 
 
 @dataclass
@@ -112,7 +113,7 @@ def _run(opts: RunOptions, team, log) -> RunReport:
     run_id = team.share(run_id)
     policy = _load_policy(opts, arm, log)
     generator = _generation_copy(policy, opts) if team.sharded and team.main else policy
-    learner = _learner(policy, arm, overrides, opts, resume, team) if opts.learn else None
+    learner = _learner(policy, arm, overrides, opts, resume, team, knobs) if opts.learn else None
     if learner is not None and team.sharded:
         _sync_generator(generator, learner, team)
     with team.alone():
@@ -393,7 +394,8 @@ def _prepare_model(opts: RunOptions, team, log) -> None:
         resolve_model_path(opts.model, opts.tiny_cache, log=log)
 
 
-def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, team=None) -> Learner:
+def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, team=None,
+             knobs: Knobs | None = None) -> Learner:
     """Prepare (and under FSDP shard) the policy, then the optimizer over its adapter, then the
     checkpoint when resuming (the optimizer must see the sharded parameters)."""
     from train.learn.lora import make_optimizer, prepare_for_training
@@ -412,7 +414,10 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
-    return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096)))
+    epochs = (knobs or Knobs()).update_epochs
+    if epochs < 1:
+        raise TerminalError(f"--set update_epochs={epochs}: needs at least 1")
+    return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096), epochs=epochs))
 
 
 def _writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str, resume, log):

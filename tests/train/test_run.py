@@ -51,6 +51,8 @@ def test_tiny_model_gets_a_recorded_response_cap_and_sets_are_validated():
         resolve_settings(RunOptions(sets={"prompt_cap": "lots"}))
     with pytest.raises(TerminalError, match="expected key=value"):
         parse_sets(["response_cap"])
+    _, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False, sets={"update_epochs": "3"}))
+    assert knobs.update_epochs == 3 and overrides["update_epochs"] == 3
 
 
 def test_learning_rate_default_is_recorded_when_the_arm_has_none():

@@ -36,6 +36,7 @@ class StepConfig:
     token_budget: int = 36864  # per micro-batch, hard cap; must cover the arm's total cap
     logprob_chunk: int = 2048  # tokens per output-head chunk
     max_grad_norm: float = 1.0
+    epochs: int = 1  # optimizer steps over the round's batch (PPO epochs; the ratio moves after the first)
     loss: LossConfig = field(default_factory=LossConfig)
 
 
@@ -114,7 +115,8 @@ def _clip(policy, max_norm: float) -> float:
 
 def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
               timer: PhaseTimer) -> dict:
-    """Update `policy` (a peft model) on one round's samples; returns the step's metrics."""
+    """Update `policy` (a peft model) on one round's samples; returns the step's metrics (those
+    of the last epoch when `cfg.epochs` > 1)."""
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     with timer.phase("adv"):
@@ -127,9 +129,10 @@ def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
     with timer.phase("ref"), policy.disable_adapter():
         ref = _logprobs(policy, batch.rows, cfg.logprob_chunk)
     with timer.phase("update_actor"):
-        metrics = _update(policy, optimizer, batch, old, ref, cfg)
+        for _ in range(max(cfg.epochs, 1)):  # old and ref stay those of the sampling policy
+            metrics = _update(policy, optimizer, batch, old, ref, cfg)
     policy.eval()  # generation runs next: no checkpointing, KV cache on
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
     return {**metrics, "tokens": batch.tokens, "micro_batches": len(batch.rows),
-            "peak_mem_gib": peak, "lr": optimizer.param_groups[0]["lr"],
+            "peak_mem_gib": peak, "lr": optimizer.param_groups[0]["lr"], "epochs": max(cfg.epochs, 1),
             "nonzero_advantages": sum(1 for a in advantages if a != 0.0)}

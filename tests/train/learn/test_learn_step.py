@@ -84,3 +84,23 @@ def test_fused_lora_gives_the_same_step_as_peft():
     assert kl_fused == pytest.approx(kl_plain, rel=1e-5)  # the reference (adapter off) is unchanged too
     for a, b in zip(plain, fused):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_epochs_take_several_optimizer_steps_against_the_sampling_policy():
+    """Epoch 2 measures its ratio against the sampling policy's log-probs, not its own: the
+    ratio moves off one; a single epoch keeps it at one, and two epochs move the adapter
+    further than one."""
+    def run(epochs: int):
+        policy = tiny_policy()
+        before = {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
+        metrics = grpo_step(policy, optimizer_for(policy), random_samples(6), StepConfig(epochs=epochs),
+                            PhaseTimer())
+        moved = sum(float((p.detach() - before[n]).norm()) for n, p in policy.named_parameters() if n in before)
+        return metrics, moved
+
+    one, moved_one = run(1)
+    two, moved_two = run(2)
+    assert one["epochs"] == 1 and two["epochs"] == 2
+    assert one["ratio_max"] == 1.0 and one["kl"] == 0.0
+    assert two["ratio_max"] != 1.0 and two["kl"] > 0.0
+    assert moved_two > moved_one * 1.5
