@@ -71,6 +71,8 @@ class Knobs:
     exec_timeout_s: float = 120.0
     tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
     update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
+    clip_eps: float = 0.2  # policy loss: importance ratio clipped to [1 - eps, 1 + eps]
+    kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off)
 
 
 @dataclass
@@ -399,7 +401,6 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
     """Prepare (and under FSDP shard) the policy, then the optimizer over its adapter, then the
     checkpoint when resuming (the optimizer must see the sharded parameters)."""
     from train.learn.lora import make_optimizer, prepare_for_training
-    from train.learn.step import StepConfig
 
     if resume is not None and not opts.checkpoint_root:
         raise TerminalError("--resume-from with learning needs --checkpoint-dir holding "
@@ -414,10 +415,18 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
-    epochs = (knobs or Knobs()).update_epochs
-    if epochs < 1:
-        raise TerminalError(f"--set update_epochs={epochs}: needs at least 1")
-    return Learner(policy, optimizer, StepConfig(token_budget=max(arm.total_cap or 0, 4096), epochs=epochs))
+    return Learner(policy, optimizer, step_config(arm, knobs or Knobs()))
+
+
+def step_config(arm: Arm, knobs: Knobs):
+    """The GRPO step's settings: the micro-batch budget covers the arm's total cap."""
+    from train.learn.loss import LossConfig
+    from train.learn.step import StepConfig
+
+    if knobs.update_epochs < 1:
+        raise TerminalError(f"--set update_epochs={knobs.update_epochs}: needs at least 1")
+    return StepConfig(token_budget=max(arm.total_cap or 0, 4096), epochs=knobs.update_epochs,
+                      loss=LossConfig(clip_eps=knobs.clip_eps, kl_coef=knobs.kl_coef))
 
 
 def _writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str, resume, log):

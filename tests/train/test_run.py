@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
 from train.generate.base import Completion, completion_from_tokens, plan_prompts
-from train.run import RunOptions, coerce, parse_sets, resolve_settings, run
+from train.run import RunOptions, coerce, parse_sets, resolve_settings, run, step_config
 from warehouse.errors import TerminalError
 
 TASK = "mini-tabular-accuracy"
@@ -51,8 +51,13 @@ def test_tiny_model_gets_a_recorded_response_cap_and_sets_are_validated():
         resolve_settings(RunOptions(sets={"prompt_cap": "lots"}))
     with pytest.raises(TerminalError, match="expected key=value"):
         parse_sets(["response_cap"])
-    _, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False, sets={"update_epochs": "3"}))
-    assert knobs.update_epochs == 3 and overrides["update_epochs"] == 3
+    arm, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False, sets=parse_sets(
+        ["update_epochs=3", "kl_coef=0.01", "clip_eps=0.1"])))
+    assert overrides == {"response_cap": 256, "update_epochs": 3, "kl_coef": 0.01, "clip_eps": 0.1}
+    cfg = step_config(arm, knobs)
+    assert (cfg.epochs, cfg.loss.kl_coef, cfg.loss.clip_eps) == (3, 0.01, 0.1)
+    with pytest.raises(TerminalError, match="update_epochs=0: needs at least 1"):
+        step_config(arm, resolve_settings(RunOptions(sets={"update_epochs": "0"}))[1])
 
 
 def test_learning_rate_default_is_recorded_when_the_arm_has_none():
