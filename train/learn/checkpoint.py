@@ -102,9 +102,14 @@ def _load_adapter(src: Path, policy, device) -> None:
 
     weights = load_file(str(src / ADAPTER / "adapter_model.safetensors"), device=str(device))
     result = set_peft_model_state_dict(policy, weights)
-    if getattr(result, "unexpected_keys", None):
+    _check_adapter_keys(src, getattr(result, "unexpected_keys", None))
+
+
+def _check_adapter_keys(src: Path, unexpected) -> None:
+    """A saved adapter with weights the policy lacks came from another arm or model."""
+    if unexpected:
         raise TerminalError(f"{src / ADAPTER}: adapter does not match the policy "
-                            f"(unexpected {result.unexpected_keys[:3]}); same arm and model needed")
+                            f"(unexpected {list(unexpected)[:3]}); same arm and model needed")
 
 
 # --- FSDP: gather to full state on save, shard the full state on load ----------------------
@@ -164,10 +169,7 @@ def _load_sharded(src: Path, policy, optimizer, optim: dict) -> None:
     adapter_name = getattr(policy, "active_adapter", "default")
     weights = load_file(str(src / ADAPTER / "adapter_model.safetensors"))
     by_file_key = {name.replace(f".{adapter_name}.", "."): name for name in names}  # peft drops the adapter name
-    unexpected = sorted(set(weights) - set(by_file_key))
-    if unexpected:
-        raise TerminalError(f"{src / ADAPTER}: adapter does not match the policy "
-                            f"(unexpected {unexpected[:3]}); same arm and model needed")
+    _check_adapter_keys(src, sorted(set(weights) - set(by_file_key)))
     full = {by_file_key[k]: v for k, v in weights.items()}
     set_model_state_dict(policy, full, options=_full_options(strict=False))
     set_optimizer_state_dict(policy, optimizer, _by_name(optim, names), options=_full_options())

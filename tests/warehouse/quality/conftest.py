@@ -156,12 +156,10 @@ def case_files() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def clean_template(tmp_path_factory) -> Path:
-    """The clean warehouse, migrated and filled once per session."""
-    from warehouse.migrate import init_db
-
+def clean_template(template_db, tmp_path_factory) -> Path:
+    """The clean warehouse, filled once per session (a copy of the migrated template)."""
     path = tmp_path_factory.mktemp("quality") / "clean.duckdb"
-    init_db(f"duckdb:///{path}")
+    shutil.copyfile(template_db, path)
     build_clean(f"duckdb:///{path}")
     return path
 
