@@ -60,3 +60,15 @@ def test_resume_spec_and_missing_checkpoint(tmp_path):
     policy = tiny_policy()
     with pytest.raises(TerminalError, match="no checkpoint at .*global_step_3"):
         load_checkpoint(tmp_path, ResumePoint("nope", 3), policy, optimizer_for(policy))
+
+
+def test_an_adapter_from_another_model_is_refused_with_its_path(tmp_path):
+    from learn_helpers import tiny_base
+    from train.learn.lora import add_lora, prepare_for_training
+
+    deeper = prepare_for_training(add_lora(tiny_base(layers=3), rank=32, alpha=32), gradient_checkpointing=False)
+    save_checkpoint(tmp_path, "deep", 1, deeper, optimizer_for(deeper))
+    shallow = tiny_policy(checkpointing=False)
+    with pytest.raises(TerminalError, match=r"deep/global_step_1/adapter: adapter does not match the policy "
+                                            r"\(unexpected .*layers\.2"):
+        load_checkpoint(tmp_path, ResumePoint("deep", 1), shallow, optimizer_for(shallow))
