@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError, WarehouseError
@@ -173,7 +174,7 @@ def launch(nproc: int, opts):
     except ChildFailedError as exc:
         statuses = {rank: f.exitcode for rank, f in sorted(exc.failures.items())}
         raise LaunchError(f"{len(statuses)} of {nproc} ranks failed (exit status by rank: {statuses}); "
-                          "rank 0's error is printed above") from None
+                          "each failed rank's error is printed above") from None
 
 
 def _start_method(device: str) -> str:
@@ -224,6 +225,10 @@ def _rank_main(opts):
     except WarehouseError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise SystemExit(exit_status(exc)) from None
+    except Exception:  # a bug, not a known error: the launcher's own logging is quieted
+        rank = launched_world()[0]
+        print(f"Rank {rank} failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        raise
 
 
 def _echo(line: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -125,3 +126,34 @@ def test_vllm_with_several_ranks_is_refused_before_any_work():
 def test_nproc_below_one_is_a_usage_error(db_url, model_dir, tmp_path):
     result = _train(model_dir, db_url, tmp_path / "ckpt", "bad", "--nproc", "0")
     assert result.exit_code == 2 and "--nproc" in result.output
+
+
+def test_a_rank_that_fails_on_a_bug_prints_its_traceback(monkeypatch, capfd):
+    # torch's launcher logs are quieted: without this, a rank other than 0 failed in silence
+    from train import distributed
+
+    def boom(opts, log):
+        raise RuntimeError("No backend type associated with device type cpu")
+
+    monkeypatch.setattr("train.run.run", boom)
+    monkeypatch.setenv("RANK", "1")
+    for name in ("stdout", "stderr"):  # _rank_main rebinds them; put pytest's back afterwards
+        monkeypatch.setattr(sys, name, getattr(sys, name))
+    with pytest.raises(RuntimeError):
+        distributed._rank_main(object())
+    err = capfd.readouterr().err
+    assert err.startswith("Rank 1 failed:\nTraceback (most recent call last):")
+    assert "RuntimeError: No backend type associated with device type cpu" in err
+
+
+def test_collectives_use_the_backends_device(monkeypatch):
+    # NCCL reduces CUDA tensors only: the metrics' all-reduce failed on two GPUs with a CPU tensor
+    import torch
+
+    from train.learn import fsdp
+
+    monkeypatch.setattr(fsdp.dist, "get_backend", lambda group=None: "nccl")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert fsdp.collective_device() == torch.device("cuda", 1)
+    monkeypatch.setattr(fsdp.dist, "get_backend", lambda group=None: "gloo")
+    assert fsdp.collective_device() == torch.device("cpu")

@@ -62,16 +62,25 @@ def deal(n_batches: int, rank: int, size: int) -> list[int | None]:
     return mine + [None] * (per_rank - len(mine))
 
 
+def collective_device() -> torch.device:
+    """Where a tensor for a collective must live: NCCL reduces only CUDA tensors (a CPU one
+    fails with 'No backend type associated with device type cpu'), gloo CPU ones."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def all_reduce_sum(values: dict) -> dict:
     """Sum float metrics across ranks (max for ratio_max)."""
     if world()[1] == 1:
         return values
     keys = sorted(k for k in values if k != "ratio_max")
-    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+    device = collective_device()
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
     dist.all_reduce(t)
     out = dict(zip(keys, t.tolist()))
     if "ratio_max" in values:
-        m = torch.tensor([float(values["ratio_max"])], dtype=torch.float64)
+        m = torch.tensor([float(values["ratio_max"])], dtype=torch.float64, device=device)
         dist.all_reduce(m, op=dist.ReduceOp.MAX)
         out["ratio_max"] = float(m)
     return out
