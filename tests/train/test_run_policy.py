@@ -8,7 +8,8 @@ import pytest
 
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
-from train.policy.corpus import break_code, build_examples, jitter, response_text, task_solutions
+from train.policy.corpus import (KAGGLE_INPUT, break_code, build_examples, jitter, kaggle_paths, kaggle_traceback,
+                                 response_text, task_solutions)
 from train.policy.loader import PolicyLoadError, load_policy, resolve_model_path, wrap_lora
 from train.policy.tiny import MARKER, TinyRecipe, ensure_tiny_policy
 
@@ -44,6 +45,33 @@ def test_examples_cover_every_task_and_mode_and_answer_in_the_contract_shape():
         assert e.messages[0]["role"] == "system"
     solutions = task_solutions(BUNDLED_ROOT / "mini-regression-rmse")
     assert len(solutions) >= 2 and extract(response_text("p", solutions[0].code)).code.strip() == solutions[0].code.strip()
+
+
+def test_the_kaggle_habit_changes_only_the_input_paths_and_crashes_in_the_sandbox():
+    from train.env import evaluate_code
+    from train.env.tasks import load_task
+
+    task = load_task("mini-regression-rmse")
+    code = (task.root / "reference_solution.py").read_text()
+    habit = kaggle_paths(code)
+    assert habit.replace(KAGGLE_INPUT, "input/") == code and habit.count(KAGGLE_INPUT) == code.count('"input/')
+    record = evaluate_code(task, habit)
+    assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "FileNotFoundError", -0.5)
+    tail = kaggle_traceback(habit)
+    assert tail.splitlines()[-1] == "FileNotFoundError: [Errno 2] No such file or directory: '/kaggle/input/train.csv'"
+    assert tail.splitlines()[-1] in record["term_tail"]  # the corpus's debug parents show what the sandbox shows
+
+
+def test_the_habit_is_a_share_of_draft_and_improve_answers_never_a_debug_fix():
+    examples = build_examples(BUNDLED_ROOT, 400, seed=2, habit=0.3)
+    answers = [e for e in examples if e.mode != "debug"]
+    share = sum(KAGGLE_INPUT in e.response for e in answers) / len(answers)
+    assert 0.2 < share < 0.4
+    debug = [e for e in examples if e.mode == "debug"]
+    assert not any(KAGGLE_INPUT in e.response for e in debug)
+    shown = [e for e in debug if "FileNotFoundError" in e.messages[-1]["content"]]
+    assert 0.3 < len(shown) / len(debug) < 0.7
+    assert not any(KAGGLE_INPUT in e.response for e in build_examples(BUNDLED_ROOT, 100, seed=2))  # habit=0
 
 
 @pytest.fixture(scope="module")

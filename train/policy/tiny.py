@@ -6,6 +6,10 @@ LM pre-trained (loss on the response only) on :mod:`train.policy.corpus`, in a f
 on 2 CPU cores. The directory is then loaded through the same path as any real checkpoint
 (:func:`train.policy.loader.load_policy`).
 
+About 30% of its scripts read Kaggle's input paths and crash (the corpus's `habit`): a failure
+its own reward can teach it to drop, so a few GRPO steps raise its valid rate. Without it the
+policy's only failures are scattered one-token slips, which a few steps do not move.
+
 The cache lives in $TRAIN_TINY_POLICY_DIR, else ~/.cache/rollout-warehouse/tiny-policy/<key>,
 where <key> hashes the recipe (config, corpus, steps) so a changed recipe rebuilds.
 """
@@ -39,6 +43,7 @@ class TinyRecipe:
     vocab_size: int = 2048
     max_positions: int = 4096
     examples: int = 1200
+    habit: float = 0.3  # share of draft/improve answers reading Kaggle's paths (train.policy.corpus)
     steps: int = 200
     batch_size: int = 8
     lr: float = 3e-3
@@ -90,7 +95,7 @@ def build_tiny_policy(out: Path, recipe: TinyRecipe, tasks_root: Path, log=print
     from train.policy.tokenizer import train_tokenizer
 
     torch.manual_seed(recipe.seed)
-    examples = build_examples(tasks_root, recipe.examples, recipe.seed)
+    examples = build_examples(tasks_root, recipe.examples, recipe.seed, recipe.habit)
     tokenizer = train_tokenizer(_texts(examples), recipe.vocab_size)
     model = _fresh_model(recipe, tokenizer)
     sequences = [_sequence(tokenizer, e) for e in examples]
