@@ -28,6 +28,10 @@ from warehouse.errors import TerminalError
 
 TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
 DEFAULT_LR = 3e-5  # when the arm does not state one (NULL in the registry)
+# The tiny policy's default: LoRA r32 on a 2M-parameter model (hidden 192) needs larger steps;
+# at 3e-5 it does not move in a handful of rounds, at 3e-3 its valid rate rises within two
+# (benchmarks/RESULTS.md, "Learning"), at 1e-2 it falls apart.
+TINY_LR = 3e-3
 
 
 @dataclass
@@ -177,7 +181,7 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
     if opts.model == "tiny" and "response_cap" not in overrides and arm.response_cap is not None:
         overrides["response_cap"] = min(arm.response_cap, TINY_RESPONSE_CAP)
     if opts.learn and arm.learning_rate is None and "learning_rate" not in overrides:
-        overrides["learning_rate"] = DEFAULT_LR
+        overrides["learning_rate"] = TINY_LR if opts.model == "tiny" else DEFAULT_LR
     arm_fields = {f.name: f for f in dataclasses.fields(Arm)}
     knob_fields = {f.name: f for f in dataclasses.fields(Knobs)}
     arm_sets = {k: coerce(k, v, getattr(arm, k)) for k, v in overrides.items() if k in arm_fields}

@@ -61,8 +61,12 @@ def test_tiny_model_gets_a_recorded_response_cap_and_sets_are_validated():
 
 
 def test_learning_rate_default_is_recorded_when_the_arm_has_none():
-    arm, _, overrides = resolve_settings(RunOptions(model="tiny", learn=True))
+    arm, _, overrides = resolve_settings(RunOptions(model="/models/qwen", learn=True))
     assert arm.learning_rate == overrides["learning_rate"] == 3e-5
+    arm, _, overrides = resolve_settings(RunOptions(model="tiny", learn=True))  # the tiny policy's own
+    assert arm.learning_rate == overrides["learning_rate"] == 3e-3
+    arm, _, overrides = resolve_settings(RunOptions(model="tiny", learn=True, sets={"learning_rate": "1e-4"}))
+    assert arm.learning_rate == overrides["learning_rate"] == 1e-4
 
 
 def test_coerce_follows_the_field_type():
