@@ -46,6 +46,7 @@ class _Batch:
     advantages: list[torch.Tensor]  # per row, (n,) one value per loss token
     weights: list[float]  # 1.0, or 0.0 for a filler row (FSDP: equal forwards on every rank)
     tokens: int  # response tokens of the whole round, all ranks together
+    micro_batches: int  # of the whole round, all ranks together (fillers not counted)
 
 
 def _build_batch(samples: Sequence[Sample], advantages: Sequence[float], budget: int) -> _Batch:
@@ -68,7 +69,7 @@ def _build_batch(samples: Sequence[Sample], advantages: Sequence[float], budget:
             for j, s in zip(mb.indices, chosen)
         ]))
         weights.append(1.0)
-    return _Batch(rows, advs, weights, sum(len(samples[i].response_ids) for i in keep))
+    return _Batch(rows, advs, weights, sum(len(samples[i].response_ids) for i in keep), len(batches))
 
 
 @torch.no_grad()
@@ -133,6 +134,6 @@ def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
             metrics = _update(policy, optimizer, batch, old, ref, cfg)
     policy.eval()  # generation runs next: no checkpointing, KV cache on
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
-    return {**metrics, "tokens": batch.tokens, "micro_batches": len(batch.rows),
+    return {**metrics, "tokens": batch.tokens, "micro_batches": batch.micro_batches,
             "peak_mem_gib": peak, "lr": optimizer.param_groups[0]["lr"], "epochs": max(cfg.epochs, 1),
             "nonzero_advantages": sum(1 for a in advantages if a != 0.0)}
