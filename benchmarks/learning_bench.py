@@ -124,6 +124,10 @@ MODES_SQL = """
 SELECT "round", "mode", count(*) AS "nodes", count(*) FILTER (WHERE "status" = 'ok') AS "valid"
 FROM "nodes" WHERE "run_id" = ? GROUP BY "round", "mode"
 """
+HABIT_SQL = """
+SELECT "round", count(*) FILTER (WHERE "exc_type" = 'FileNotFoundError') AS "habit_nodes"
+FROM "nodes" WHERE "run_id" = ? GROUP BY "round"
+"""
 STEPS_SQL = """
 SELECT "step", "loss", "kl", "entropy", "grad_norm", "clip_frac", "lr"
 FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"
@@ -149,10 +153,12 @@ def read_run(db: Path, run_id: str) -> dict:
         rounds = _rows(con, ROUNDS_SQL, run_id)
         scripts = {r["round"]: r["distinct_scripts"] for r in _rows(con, DRAFTS_SQL, run_id)}
         modes = {(r["round"], r["mode"]): r for r in _rows(con, MODES_SQL, run_id)}
+        habit = {r["round"]: r["habit_nodes"] for r in _rows(con, HABIT_SQL, run_id)}
         steps = _rows(con, STEPS_SQL, run_id)
         round1 = [list(r.values()) for r in _rows(con, ROUND1_SQL, run_id)]
     for row in rounds:
         row["distinct_scripts"] = scripts.get(row["round"], 0)
+        row["habit_nodes"] = habit.get(row["round"], 0)  # read Kaggle's paths (train.policy.corpus)
         for mode in MODES:  # drafts: the one mode whose prompts do not depend on earlier rounds
             counts = modes.get((row["round"], mode), {})
             row[f"{mode}_nodes"], row[f"{mode}_valid"] = counts.get("nodes", 0), counts.get("valid", 0)
@@ -193,15 +199,28 @@ def paired_gains(runs: dict, seeds: list[int], first: int, last: int, prefix: st
     return out
 
 
+def habit_table(runs: dict, seeds: list[int], rounds: int) -> dict:
+    """{arm: {round: [share of nodes that crashed on a Kaggle path, per seed]}}."""
+    table = {arm: {r: [] for r in range(1, rounds + 1)} for arm in ARMS}
+    for seed in seeds:
+        for arm in ARMS:
+            for row in runs.get((seed, arm), {}).get("rounds", []):
+                if row["nodes"] and row["round"] in table[arm]:
+                    table[arm][row["round"]].append(row.get("habit_nodes", 0) / row["nodes"])
+    return table
+
+
 def summarise(runs: dict, seeds: list[int], rounds: int) -> dict:
     table, drafts = rate_table(runs, seeds, rounds), rate_table(runs, seeds, rounds, "draft_")
+    habit = habit_table(runs, seeds, rounds)
     per_round = []
     for r in range(1, rounds + 1):
         learn, base = _spread(table["learn"][r]), _spread(table["no_learn"][r])
         ratio = learn["mean"] / base["mean"] if learn["mean"] is not None and base["mean"] else None
         gain = learn["mean"] - base["mean"] if None not in (learn["mean"], base["mean"]) else None
         per_round.append({"round": r, "learn": learn, "no_learn": base, "gain": gain, "ratio": ratio,
-                          "draft_learn": _spread(drafts["learn"][r]), "draft_no_learn": _spread(drafts["no_learn"][r])})
+                          "draft_learn": _spread(drafts["learn"][r]), "draft_no_learn": _spread(drafts["no_learn"][r]),
+                          "habit_learn": _spread(habit["learn"][r]), "habit_no_learn": _spread(habit["no_learn"][r])})
     identical = {seed: runs[(seed, "learn")]["round1"] == runs[(seed, "no_learn")]["round1"]
                  for seed in seeds if (seed, "learn") in runs and (seed, "no_learn") in runs}
     return {"per_round": per_round, "rounds_2_to_R": _pooled(paired_gains(runs, seeds, 2, rounds)),
@@ -230,12 +249,14 @@ def render(result: dict) -> str:
         lines.append(f"seed {seed}: round 1 identical in both runs (node ids, status, reward, code): "
                      f"{'yes' if same else 'NO'}")
     lines.append("valid rate per round, mean+-sd over seeds (drafts: the drafts' own valid rate)")
-    lines.append("round  learn            no-learn          gain    ratio   drafts: learn    no-learn")
+    lines.append("round  learn            no-learn          gain    ratio   drafts: learn    no-learn"
+                 "          FileNotFoundError share: learn  no-learn")
     for row in summary["per_round"]:
         gain = "   -  " if row["gain"] is None else f"{row['gain']:+.3f}"
         ratio = "  -  " if row["ratio"] is None else f"{row['ratio']:.3f}"
         lines.append(f"{row['round']:5d}  {_fmt(row['learn']):15s}  {_fmt(row['no_learn']):15s}  {gain}  {ratio}   "
-                     f"{_fmt(row['draft_learn']):15s}  {_fmt(row['draft_no_learn'])}")
+                     f"{_fmt(row['draft_learn']):15s}  {_fmt(row['draft_no_learn']):15s}  "
+                     f"{_fmt(row['habit_learn']):15s}  {_fmt(row['habit_no_learn'])}")
     for key, what in (("rounds_2_to_R", "all nodes"), ("drafts_rounds_2_to_R", "drafts only")):
         pooled = summary[key]
         if pooled["pairs"]:
