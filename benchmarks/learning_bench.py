@@ -172,15 +172,16 @@ def _spread(values: list[float]) -> dict:
             "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
 
 
-def rate_table(runs: dict, seeds: list[int], rounds: int, prefix: str = "") -> dict:
-    """{arm: {round: [valid rate per seed]}}; seeds whose run has no such node in a round are
-    left out of it. prefix 'draft_': the drafts' valid rate."""
+def rate_table(runs: dict, seeds: list[int], rounds: int, prefix: str = "", count: str = "valid") -> dict:
+    """{arm: {round: [count / nodes per seed]}}; seeds whose run has no such node in a round are
+    left out of it. prefix 'draft_': the drafts alone; count 'habit_nodes': the share of nodes
+    that crashed on a Kaggle path instead of the valid rate."""
     table = {arm: {r: [] for r in range(1, rounds + 1)} for arm in ARMS}
     for seed in seeds:
         for arm in ARMS:
             for row in runs.get((seed, arm), {}).get("rounds", []):
                 if row[f"{prefix}nodes"] and row["round"] in table[arm]:
-                    table[arm][row["round"]].append(row[f"{prefix}valid"] / row[f"{prefix}nodes"])
+                    table[arm][row["round"]].append(row[f"{prefix}{count}"] / row[f"{prefix}nodes"])
     return table
 
 
@@ -199,20 +200,9 @@ def paired_gains(runs: dict, seeds: list[int], first: int, last: int, prefix: st
     return out
 
 
-def habit_table(runs: dict, seeds: list[int], rounds: int) -> dict:
-    """{arm: {round: [share of nodes that crashed on a Kaggle path, per seed]}}."""
-    table = {arm: {r: [] for r in range(1, rounds + 1)} for arm in ARMS}
-    for seed in seeds:
-        for arm in ARMS:
-            for row in runs.get((seed, arm), {}).get("rounds", []):
-                if row["nodes"] and row["round"] in table[arm]:
-                    table[arm][row["round"]].append(row.get("habit_nodes", 0) / row["nodes"])
-    return table
-
-
 def summarise(runs: dict, seeds: list[int], rounds: int) -> dict:
     table, drafts = rate_table(runs, seeds, rounds), rate_table(runs, seeds, rounds, "draft_")
-    habit = habit_table(runs, seeds, rounds)
+    habit = rate_table(runs, seeds, rounds, count="habit_nodes")
     per_round = []
     for r in range(1, rounds + 1):
         learn, base = _spread(table["learn"][r]), _spread(table["no_learn"][r])
