@@ -208,3 +208,14 @@ def test_export_writes_no_receipt_for_an_unofficial_evaluation(db_url, rm_root, 
     assert (folder / "formal_p2976_full.json").is_file()
     assert not (folder / "formal_p2976_full.complete").exists()
     assert len(list(folder.glob("*.complete"))) == 13
+
+
+def test_an_evaluation_id_that_is_not_the_file_name_fails_that_file(db_url, rm_root):
+    path = rm_root / RM_RUN / "evaluations" / "formal_p2880_full.json"
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps({**summary, "evaluation_id": "formal_p3072_full"}))
+    report = ingest(db_url, rm_root)
+    assert report.files_failed == 1
+    assert any("differs from the file name's 'formal_p2880_full'" in e for e in report.errors)
+    assert sql(db_url, "SELECT score FROM rm_evaluations WHERE evaluation_id = "
+                       "'formal_p3072_full'") == [(38.325,)]

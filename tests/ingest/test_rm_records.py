@@ -145,3 +145,14 @@ def test_evaluation_files_receipt_only_when_complete(tmp_path):
                                         complete=False)
     assert none is None and path.is_file()
     assert not (tmp_path / "evaluations" / "unfinished.complete").exists()
+
+
+def test_the_same_evaluation_or_phase_under_another_source_replaces_it(con):
+    write_evaluation(con, RUN, SUMMARY, source_path="train://a")
+    write_evaluation(con, RUN, {**SUMMARY, "score": 62.0, "sections": {"Chat": 81.0}},
+                     source_path="train://b")
+    assert rows(con, "SELECT score FROM rm_evaluations") == [(62.0,)]
+    assert rows(con, "SELECT section, score FROM rm_eval_sections") == [("Chat", 81.0)]
+    write_budget(con, RUN, {"formal": {"train_s": 1.0}}, source_path="train://c")
+    write_budget(con, RUN, {"formal": {"train_s": 2.0}}, source_path="train://d")
+    assert rows(con, "SELECT train_s FROM rm_budgets") == [(2.0,)]
