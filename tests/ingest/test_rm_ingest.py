@@ -3,7 +3,6 @@ ingest_errors rows, receipts checked; the sample's planted bad inputs are each r
 from __future__ import annotations
 
 import json
-import shutil
 
 import duckdb
 import pytest
