@@ -76,7 +76,20 @@ class Knobs:
     tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
     update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
     clip_eps: float = 0.2  # policy loss: importance ratio clipped to [1 - eps, 1 + eps]
-    kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off)
+    kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off); the start when adaptive
+    # stability for long runs (train.learn.control)
+    lr_schedule: str = "constant"  # constant | cosine, after the warmup
+    lr_warmup_steps: int = 0  # linear warmup from 0 over this many steps
+    lr_total_steps: int = 0  # cosine: the step where the rate reaches lr_min_ratio x (0: the run's last round)
+    lr_min_ratio: float = 0.1
+    kl_target: float = 0.0  # > 0: adapt kl_coef toward this mean KL per step (0: fixed kl_coef)
+    kl_horizon: float = 1.0  # steps over which the controller applies a full proportional correction
+    kl_max: float = 0.0  # > 0: stop the run after a step whose KL is above it
+    entropy_min: float = 0.0  # > 0: stop the run after a step whose entropy is below it
+    entropy_max: float = 0.0  # > 0: stop the run after a step whose entropy is above it
+
+
+STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
 
 
 @dataclass
@@ -136,7 +149,7 @@ def _run(opts: RunOptions, team, log) -> RunReport:
         step = None
         if learner is not None:
             samples = team.share(round_samples(result) if team.main else None)
-            metrics = learner.step(samples, timer)  # adv, old_log_prob, ref, update_actor
+            metrics = learner.step(samples, timer, round_no)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
                 _update_weights(ctx.backend if team.main else None, learner, opts, run_id, round_no, team, generator)
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
@@ -154,6 +167,8 @@ def _run(opts: RunOptions, team, log) -> RunReport:
                 after_commit(opts.db_url, run_id, round_no, metrics,
                              health_gate=opts.health_gate and round_no == first,
                              decision_steps=opts.decision_steps, log=log)
+            if learner is not None:
+                learner.check_band(round_no, metrics)
     team.finish()
     report.spooled = writer.spooled if writer is not None else []
     return report
@@ -192,7 +207,10 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
         raise TerminalError(f"--set: unknown or fixed setting(s) {', '.join(sorted(unknown or {'name'}))}; "
                             f"settable: {', '.join(known)}")
     recorded = {**arm_sets, **knob_sets}
-    return arm.with_overrides(**arm_sets), dataclasses.replace(knobs, **knob_sets), _jsonable(recorded)
+    knobs = dataclasses.replace(knobs, **knob_sets)
+    if opts.learn:  # the step's controls are part of what a run did, set or not
+        recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
+    return arm.with_overrides(**arm_sets), knobs, _jsonable(recorded)
 
 
 def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -322,17 +340,38 @@ def round_samples(result) -> list:
 
 @dataclass
 class Learner:
-    """The GRPO step's call site (train.learn owns the step itself)."""
+    """The GRPO step's call site (train.learn owns the step itself), with the run's learning-rate
+    schedule and KL control (train.learn.control)."""
 
     policy: object
     optimizer: object
     config: object
+    schedule: object = None  # LRSchedule; None: the optimizer's rate as it is
+    kl: object = None  # KLControl; None: the config's fixed coefficient
+    band: object = None  # Band: the KL / entropy bounds checked after the round is written
 
-    def step(self, samples: list, timer) -> dict:
-        """One GRPO step on the round's samples (every rank calls it under FSDP)."""
+    def step(self, samples: list, timer, step_no: int = 1) -> dict:
+        """One GRPO step on the round's samples (every rank calls it under FSDP): the rate of
+        step `step_no`, the coefficient in force; the next coefficient is set from its KL."""
+        from train.learn.control import current_coef, set_step_state
         from train.learn.step import grpo_step
 
-        return grpo_step(self.policy.model, self.optimizer, samples, self.config, timer)
+        lr = self.schedule.at(step_no) if self.schedule else self.optimizer.param_groups[0]["lr"]
+        coef = current_coef(self.optimizer, self.kl) if self.kl else self.config.loss.kl_coef
+        set_step_state(self.optimizer, lr, coef)
+        config = dataclasses.replace(self.config, loss=dataclasses.replace(self.config.loss, kl_coef=coef))
+        metrics = grpo_step(self.policy.model, self.optimizer, samples, config, timer)
+        if self.kl:  # every rank reads the same all-reduced KL: the coefficient stays in step
+            set_step_state(self.optimizer, lr, self.kl.next_coef(coef, metrics.get("kl")))
+        return {**metrics, "kl_coef": coef}
+
+    def check_band(self, step_no: int, metrics: dict) -> None:
+        """Stop (after the round is in the warehouse) when the step left the KL / entropy band."""
+        from train.learn.control import StabilityStopError
+
+        reason = self.band.error(step_no, metrics) if self.band else None
+        if reason:
+            raise StabilityStopError(reason)
 
     def save(self, root: str, run_id: str, step: int):
         from train.learn.checkpoint import save_checkpoint
@@ -419,7 +458,20 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
-    return Learner(policy, optimizer, step_config(arm, knobs or Knobs()))
+    knobs = knobs or Knobs()
+    first = opts.first_round or (resume.step + 1 if resume else 1)
+    lr = overrides.get("learning_rate") or arm.learning_rate
+    return Learner(policy, optimizer, step_config(arm, knobs), *stability(knobs, lr, first + opts.rounds - 1))
+
+
+def stability(knobs: Knobs, lr: float, last_step: int) -> tuple:
+    """(schedule, KL control, band) from the knobs; the schedule's base rate is `lr`."""
+    from train.learn.control import Band, KLControl, LRSchedule
+
+    schedule = LRSchedule(base=lr, warmup_steps=knobs.lr_warmup_steps, kind=knobs.lr_schedule,
+                          total_steps=knobs.lr_total_steps or last_step, min_ratio=knobs.lr_min_ratio)
+    return (schedule, KLControl(knobs.kl_coef, target=knobs.kl_target, horizon=knobs.kl_horizon),
+            Band(knobs.kl_max, knobs.entropy_min, knobs.entropy_max))
 
 
 def step_config(arm: Arm, knobs: Knobs):

@@ -52,7 +52,8 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                 backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
                 sets, exec_workers, run_id, nproc) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
-    from train.distributed import launch, launched_world, under_torchrun
+    from train.distributed import launched_world, under_torchrun
+    from train.launch import launch
     from train.learn.gates import parse_steps
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
