@@ -1,0 +1,109 @@
+"""Plotly figures (plain JSON-able dicts: no plotly import on the server) for the pages.
+
+The per-task panels are the static report's (warehouse/report.py) drawn interactively: reward
+distribution, status rates, groups with signal, response length against the cap, rewards per
+round. The report's sixth panel, the step's phase times, is the run's and not a task's, so the
+run page draws it once, beside the step metrics.
+"""
+from __future__ import annotations
+
+from warehouse.report import PHASES, RunData
+from warehouse.serve.data import COMPARE_METRICS, STEP_METRICS, ComparePage
+
+RATES = (("valid_rate", "valid"), ("crash_rate", "crashed"), ("no_code_rate", "no_code"),
+         ("timeout_rate", "timeout"))
+REWARDS = ("valid_reward_mean", "draft_reward_mean", "reward_best", "reward_node_mean")
+
+
+def task_panels(data: RunData, task: str) -> list[dict]:
+    """The five per-task panels, in the report's order."""
+    metrics = [r for r in data.task_rounds if r["task"] == task]
+    nodes = [n for n in data.nodes if n["task"] == task]
+    rounds = [m["round"] for m in metrics]
+    return [
+        _figure("reward distribution per round", "round", "reward", [{
+            "type": "box", "x": [n["round"] for n in nodes if n["reward"] is not None],
+            "y": [n["reward"] for n in nodes if n["reward"] is not None],
+            "boxpoints": "all", "jitter": 0.4, "pointpos": 0, "name": "reward"}], rounds),
+        _figure("status rates per round", "round", "fraction of nodes",
+                [_line(rounds, [m[c] for m in metrics], label) for c, label in RATES], rounds,
+                yrange=[-0.05, 1.05]),
+        _figure("groups_with_signal_rate", "round", "groups with reward spread",
+                [{"type": "bar", "x": rounds, "y": [m["groups_with_signal_rate"] for m in metrics],
+                  "name": "groups_with_signal_rate", "marker": {"color": "#2ca02c"}}], rounds,
+                yrange=[0, 1.05]),
+        _response_lengths(nodes, data.response_cap),
+        _figure("rewards per round", "round", "reward",
+                [_line(rounds, [m[c] for m in metrics], c) for c in REWARDS], rounds),
+    ]
+
+
+def phase_times(data: RunData) -> dict:
+    """Stacked seconds per phase of each logged step."""
+    logged = [r for r in data.rounds if r["total_s"] is not None]
+    steps = [r["round"] for r in logged]
+    traces = [{"type": "bar", "x": steps, "y": [r[f"{p}_s"] or 0.0 for r in logged], "name": p}
+              for p in PHASES if any(r[f"{p}_s"] for r in logged)]
+    title = "step phase times" if logged else "step phase times (no timing rows yet)"
+    fig = _figure(title, "step (= round)", "seconds", traces, steps)
+    fig["layout"]["barmode"] = "stack"
+    return fig
+
+
+def step_metrics(steps: list[dict]) -> list[dict]:
+    """One small chart per step metric (loss, KL, entropy, learning rate, clip fraction)."""
+    x = [s["step"] for s in steps]
+    return [_figure(name, "step", name, [_line(x, [s[name] for s in steps], name)], x, legend=False)
+            for name in STEP_METRICS]
+
+
+def compare(page: ComparePage) -> list[dict]:
+    """One chart per metric, every picked run a line, all on the same round axis."""
+    rounds = sorted({r for s in page.series for r in s.rounds})
+    span = [min(rounds) - 0.5, max(rounds) + 0.5] if rounds else None
+    figures = []
+    for metric in COMPARE_METRICS:
+        traces = [_line(s.rounds, s.values[metric], _label(s), group=s.run_id) for s in page.series]
+        fig = _figure(metric, "round", metric, traces, rounds)
+        if span:
+            fig["layout"]["xaxis"]["range"] = span
+        figures.append(fig)
+    return figures
+
+
+def _label(series) -> str:
+    return f"{series.run_id} ({series.arm})" if series.arm else series.run_id
+
+
+def _response_lengths(nodes: list[dict], cap: int | None) -> dict:
+    lengths = [n["n_response_tokens"] for n in nodes if n["n_response_tokens"] is not None]
+    title = "response length vs cap" if cap is not None else "response length (arm cap unknown)"
+    fig = _figure(title, "len(response_token_ids)", "nodes",
+                  [{"type": "histogram", "x": lengths, "nbinsx": 30, "name": "nodes"}])
+    if cap is not None:
+        fig["layout"]["shapes"] = [{"type": "line", "x0": cap, "x1": cap, "y0": 0, "y1": 1,
+                                    "yref": "paper", "line": {"color": "#d62728", "dash": "dash"}}]
+        fig["layout"]["annotations"] = [{"x": cap, "y": 1, "yref": "paper", "text": f"cap {cap}",
+                                         "showarrow": False, "xanchor": "right", "yanchor": "top"}]
+    return fig
+
+
+def _line(x: list, y: list, name: str, group: str | None = None) -> dict:
+    trace = {"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "name": name}
+    if group:
+        trace["legendgroup"] = group
+    return trace
+
+
+def _figure(title: str, xlabel: str, ylabel: str, traces: list[dict], ticks: list | None = None,
+            yrange: list | None = None, legend: bool = True) -> dict:
+    xaxis = {"title": {"text": xlabel}}
+    if ticks is not None:
+        xaxis.update({"tickmode": "linear", "dtick": 1} if len(set(ticks)) <= 20 else {"tickformat": "d"})
+    yaxis = {"title": {"text": ylabel}}
+    if yrange:
+        yaxis["range"] = yrange
+    layout = {"title": {"text": title, "font": {"size": 14}}, "xaxis": xaxis, "yaxis": yaxis,
+              "margin": {"l": 55, "r": 10, "t": 40, "b": 45}, "height": 300,
+              "showlegend": legend and len(traces) > 1, "legend": {"font": {"size": 10}}}
+    return {"data": traces, "layout": layout}
