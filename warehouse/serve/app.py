@@ -77,7 +77,8 @@ class Pages:
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
                   for j, fig in enumerate(figures.task_panels(page.data, task))}
         charts["phases"] = figures.phase_times(page.data)
-        charts.update({f"step-{name}": fig for name, fig in zip(data.STEP_METRICS, figures.step_metrics(page.steps))})
+        if page.steps:
+            charts.update({f"step-{name}": fig for name, fig in zip(data.STEP_METRICS, figures.step_metrics(page.steps))})
         return self.render(request, "run.html", page=page, charts=charts, refresh_s=self.refresh_s,
                            step_metrics=data.STEP_METRICS)
 
@@ -90,7 +91,7 @@ class Pages:
         k = q.get("k")
         page = data.compare_page(self.url, q.getlist("run"), q.getlist("arm"), q.get("task") or None,
                                  int(k) if k and k.lstrip("-").isdigit() else None)
-        charts = {f"compare-{m}": fig for m, fig in zip(data.COMPARE_METRICS, figures.compare(page))}
+        charts = {"compare": figures.compare(page)} if page.series else {}
         return self.render(request, "compare.html", page=page, charts=charts)
 
     def quality(self, request: Request) -> Response:

@@ -57,18 +57,35 @@ def step_metrics(steps: list[dict]) -> list[dict]:
             for name in STEP_METRICS]
 
 
-def compare(page: ComparePage) -> list[dict]:
-    """One chart per metric, every picked run a line, all on the same round axis."""
+def compare(page: ComparePage) -> dict:
+    """One figure: a panel per metric stacked on ONE shared round axis, every picked run a
+    line of the same colour in each panel, one legend."""
     rounds = sorted({r for s in page.series for r in s.rounds})
-    span = [min(rounds) - 0.5, max(rounds) + 0.5] if rounds else None
-    figures = []
-    for metric in COMPARE_METRICS:
-        traces = [_line(s.rounds, s.values[metric], _label(s), group=s.run_id) for s in page.series]
-        fig = _figure(metric, "round", metric, traces, rounds)
-        if span:
-            fig["layout"]["xaxis"]["range"] = span
-        figures.append(fig)
-    return figures
+    n = len(COMPARE_METRICS)
+    gap = 0.03
+    height = (1 - gap * (n - 1)) / n
+    layout = {"height": 210 * n + 80, "margin": {"l": 70, "r": 20, "t": 30, "b": 45},
+              "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
+              "hovermode": "x unified",
+              "xaxis": {"title": {"text": "round"}, "anchor": f"y{n}",
+                        **({"tickmode": "linear", "dtick": 1} if len(rounds) <= 20 else {"tickformat": "d"}),
+                        **({"range": [min(rounds) - 0.3, max(rounds) + 0.3]} if rounds else {})}}
+    traces = []
+    for i, metric in enumerate(COMPARE_METRICS, start=1):
+        top = 1 - (i - 1) * (height + gap)
+        layout["yaxis" if i == 1 else f"yaxis{i}"] = {"title": {"text": metric, "font": {"size": 11}},
+                                                      "domain": [top - height, top], "anchor": "x"}
+        for colour, s in enumerate(page.series):
+            trace = _line(s.rounds, s.values[metric], _label(s), group=s.run_id)
+            trace.update({"yaxis": "y" if i == 1 else f"y{i}", "showlegend": i == 1,
+                          "line": {"color": PALETTE[colour % len(PALETTE)]},
+                          "marker": {"color": PALETTE[colour % len(PALETTE)]}})
+            traces.append(trace)
+    return {"data": traces, "layout": layout}
+
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
 
 
 def _label(series) -> str:
@@ -103,7 +120,9 @@ def _figure(title: str, xlabel: str, ylabel: str, traces: list[dict], ticks: lis
     yaxis = {"title": {"text": ylabel}}
     if yrange:
         yaxis["range"] = yrange
-    layout = {"title": {"text": title, "font": {"size": 14}}, "xaxis": xaxis, "yaxis": yaxis,
+    # the title sits left, clear of the mode bar (zoom, pan, PNG) at the top right
+    layout = {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
+              "xaxis": xaxis, "yaxis": yaxis,
               "margin": {"l": 55, "r": 10, "t": 40, "b": 45}, "height": 300,
               "showlegend": legend and len(traces) > 1, "legend": {"font": {"size": 10}}}
     return {"data": traces, "layout": layout}
