@@ -141,7 +141,8 @@ class ComparePage:
 def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = None,
                  k: int | None = None) -> ComparePage:
     """Per-round metrics of the picked runs (and every run of the picked arms) on one x axis,
-    and the decision rule's reading at step k (default: the last step all of them reached)."""
+    and the decision rule's reading at step k (default: the last step all of them reached;
+    when they share none, each run's own last round)."""
     with reading(url) as con:
         choices = {"runs": [r[0] for r in con.execute(
                        'SELECT "run_id" FROM "run_metrics" ORDER BY "run_id"').fetchall()],
@@ -153,7 +154,8 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
         k = k if k is not None else _shared_last_round(series)
         for s in series:
-            s.reading = _reading(con, s.run_id, k, task) if k is not None else None
+            at = k if k is not None else (max(s.rounds) if s.rounds else None)
+            s.reading = _reading(con, s.run_id, at, task) if at is not None else None
     return ComparePage(series, k, task, choices, runs, arms)
 
 

@@ -53,8 +53,21 @@ def phase_times(data: RunData) -> dict:
 def step_metrics(steps: list[dict]) -> list[dict]:
     """One small chart per step metric (loss, KL, entropy, learning rate, clip fraction)."""
     x = [s["step"] for s in steps]
-    return [_figure(name, "step", name, [_line(x, [s[name] for s in steps], name)], x, legend=False)
-            for name in STEP_METRICS]
+    figures = []
+    for name in STEP_METRICS:
+        y = [s[name] for s in steps]
+        figures.append(_figure(name, "step", name, [_line(x, y, name)], x, legend=False, yrange=_flat_range(y)))
+    return figures
+
+
+def _flat_range(values: list) -> list | None:
+    """A range around a constant non-zero series (a fixed learning rate): Plotly's own is
+    [-1, 1] there, which draws 3e-3 on the zero line."""
+    finite = {v for v in values if v is not None}
+    if len(finite) != 1 or not next(iter(finite)):
+        return None
+    v = next(iter(finite))
+    return [v - abs(v) / 2, v + abs(v) / 2]
 
 
 def compare(page: ComparePage) -> dict:
@@ -64,7 +77,7 @@ def compare(page: ComparePage) -> dict:
     n = len(COMPARE_METRICS)
     gap = 0.03
     height = (1 - gap * (n - 1)) / n
-    layout = {"height": 210 * n + 80, "margin": {"l": 70, "r": 20, "t": 30, "b": 45},
+    layout = {"height": 180 * n + 80, "margin": {"l": 70, "r": 20, "t": 30, "b": 45},
               "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
               "hovermode": "x unified",
               "xaxis": {"title": {"text": "round"}, "anchor": f"y{n}",
