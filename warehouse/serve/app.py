@@ -63,6 +63,7 @@ class Pages:
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(["html"]), undefined=StrictUndefined)
         self.env.filters["cell"] = cell
+        self.env.filters["breakable"] = breakable
         self.env.globals["db_name"] = Path(url.split("///", 1)[-1]).name
 
     def runs(self, request: Request) -> Response:
@@ -143,6 +144,13 @@ def jsonable(value):
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return float(value)
+
+
+def breakable(name: str):
+    """A column name that may wrap after its underscores (status names as table headers)."""
+    from markupsafe import Markup, escape
+
+    return Markup(str(escape(name)).replace("_", "_<wbr>"))
 
 
 def cell(value) -> str:
