@@ -17,7 +17,8 @@ from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at imp
               show_default=True,
               help="Which metric view: task_round_metrics (per run, round, task), round_metrics "
                    "(per run round, with its step's timing), run_metrics, run_status_counts, "
-                   "decision_rule, invariant_violations.")
+                   "decision_rule, invariant_violations; for reward-model runs the rm_* views "
+                   "(docs/reward_model.md).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format. csv and json keep every column.")
 @click.option("--columns", metavar="A,B,...",
@@ -54,7 +55,11 @@ def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str
               help="Directory for index.html and its PNGs (created if missing).")
 @click.pass_obj
 def report(obj: dict, run_id: str, out_dir: str) -> None:
-    """Write an HTML report with PNG dashboards per task for RUN."""
+    """Write an HTML report with PNG dashboards per task for RUN.
+
+    For a reward-model run (seed 004): the score-by-progress plot (proxy and final, error
+    bars, the reference as a line), the section table, budget use and training jobs.
+    """
     from warehouse.report import write_report
 
     index = write_report(obj["db_url"], run_id, out_dir)
