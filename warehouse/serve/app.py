@@ -74,6 +74,8 @@ class Pages:
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        if data.is_reward_model_run(self.url, run_id):
+            return self.rm_run(request, run_id)
         page = data.run_page(self.url, run_id)
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
                   for j, fig in enumerate(figures.task_panels(page.data, task))}
@@ -82,6 +84,16 @@ class Pages:
             charts.update({f"step-{name}": fig for name, fig in zip(data.STEP_METRICS, figures.step_metrics(page.steps))})
         return self.render(request, "run.html", page=page, charts=charts, refresh_s=self.refresh_s,
                            step_metrics=data.STEP_METRICS)
+
+    def rm_run(self, request: Request, run_id: str) -> Response:
+        page = data.rm_page(self.url, run_id)
+        phases = [p for p in ("exploration", "formal") if any(r["phase"] == p for r in page.data.points)]
+        charts = {f"rm-{phase}": figures.rm_scores_by_progress(page.data, phase) for phase in phases}
+        charts["rm-proxy-final"] = figures.rm_proxy_vs_final(page.proxy_vs_final, page.data.reference)
+        from warehouse.rm_report import SECTIONS, _evaluation_rows
+
+        return self.render(request, "rm_run.html", page=page, charts=charts, sections=SECTIONS,
+                           evaluations=_evaluation_rows(page.data))
 
     def version(self, request: Request) -> Response:
         return JSONResponse({"version": data.run_version(self.url, request.path_params["run_id"])},

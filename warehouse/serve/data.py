@@ -225,3 +225,28 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> di
     messages = record["prompt_messages"]
     record["prompt_messages"] = json.loads(messages) if isinstance(messages, str) else messages
     return record
+
+
+# --- reward-model runs ----------------------------------------------------------------------
+
+@dataclass
+class RmPage:
+    data: object               # warehouse.rm_report.RmRunData
+    proxy_vs_final: list[dict]  # rm_proxy_vs_final rows
+
+
+def is_reward_model_run(url: str, run_id: str) -> bool:
+    from warehouse.rm_report import is_reward_model_run as is_rm
+
+    with reading(url) as con:
+        return is_rm(con, run_id)
+
+
+def rm_page(url: str, run_id: str) -> RmPage:
+    """A reward-model run: the static report's data (rm_report) plus its proxy/final pairs."""
+    from warehouse.rm_report import read_rm_run
+
+    with reading(url) as con:
+        data = read_rm_run(con, run_id)
+        pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
+    return RmPage(data, pairs)

@@ -139,3 +139,52 @@ def _figure(title: str, xlabel: str, ylabel: str, traces: list[dict], ticks: lis
               "margin": {"l": 55, "r": 10, "t": 40, "b": 45}, "height": 300,
               "showlegend": legend and len(traces) > 1, "legend": {"font": {"size": 10}}}
     return {"data": traces, "layout": layout}
+
+
+# --- reward-model runs ----------------------------------------------------------------------
+
+SPLIT_DASH = {"proxy": "dash", "proxy_rows": "dot", "full": "solid"}
+
+
+def rm_scores_by_progress(data, phase: str) -> dict:
+    """Score against progress for each (job, split) of one phase, +/- 1 SE, the reference line."""
+    from warehouse.rm_report import _series
+
+    traces = [{"type": "scatter", "mode": "lines+markers", "name": f"{job} ({split})",
+               "x": [p["progress"] for p in points], "y": [p["score"] for p in points],
+               "error_y": {"type": "data", "array": [p["se"] or 0 for p in points], "visible": True},
+               "line": {"dash": SPLIT_DASH.get(split, "solid")}}
+              for (job, split), points in _series(data.points, phase).items()]
+    fig = _figure(f"{phase}: score by progress (± 1 SE)", "progress (optimizer steps)", "score", traces)
+    _reference_line(fig, data.reference)
+    return fig
+
+
+def rm_proxy_vs_final(pairs: list[dict], reference: dict | None) -> dict:
+    """Each artifact scored on the proxy rows (x) and on the full final split (y), with the
+    y = x diagonal: above it, the final beat the proxy."""
+    points = [p for p in pairs if p["proxy_score"] is not None and p["final_score"] is not None]
+    scores = [v for p in points for v in (p["proxy_score"], p["final_score"])]
+    traces = [{"type": "scatter", "mode": "markers+text", "name": "artifact",
+               "x": [p["proxy_score"] for p in points], "y": [p["final_score"] for p in points],
+               "text": [f"{p['job']} @ {p['progress']}" for p in points], "textposition": "top center",
+               "error_x": {"type": "data", "array": [p["proxy_se"] or 0 for p in points], "visible": True},
+               "error_y": {"type": "data", "array": [p["final_se"] or 0 for p in points], "visible": True}}]
+    if scores:
+        lo, hi = min(scores) - 5, max(scores) + 5
+        traces.append({"type": "scatter", "mode": "lines", "name": "final = proxy", "x": [lo, hi], "y": [lo, hi],
+                       "line": {"color": "#999", "dash": "dot"}, "hoverinfo": "skip"})
+    fig = _figure("proxy against final (± 1 SE)", "proxy score", "final score (full split)", traces)
+    _reference_line(fig, reference)
+    return fig
+
+
+def _reference_line(fig: dict, reference: dict | None) -> None:
+    if not reference or reference.get("score") is None:
+        return
+    score = reference["score"]
+    fig["layout"]["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": score, "y1": score,
+                                "line": {"color": "#d62728", "dash": "dashdot"}}]
+    fig["layout"]["annotations"] = [{"xref": "paper", "x": 1, "y": score, "text": f"reference {score:g}",
+                                     "showarrow": False, "xanchor": "right", "yanchor": "bottom",
+                                     "font": {"color": "#d62728"}}]

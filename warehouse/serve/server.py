@@ -20,12 +20,14 @@ def check_warehouse(url: str) -> None:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """The listening socket (port 0: any free port); a taken port is one clear error."""
+    """The listening socket (port 0: any free port); a taken port is one clear error. It
+    listens at once, so the address printed (or yielded) is never refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections queue from now on, before uvicorn has started
     except OSError as exc:
         sock.close()
         raise TerminalError(f"cannot listen on {host}:{port} ({exc.strerror}). "

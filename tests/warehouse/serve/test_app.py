@@ -170,3 +170,25 @@ def test_a_locked_warehouse_is_a_busy_page_then_reads_again(client, demo_url, mo
         holder.kill()
         holder.wait()
     assert client.get("/").status_code == 200
+
+
+def test_a_reward_model_run_gets_scores_by_progress_and_proxy_against_final(client, demo_url):
+    run_id = sql(demo_url, 'SELECT "run_id" FROM "rm_runs" LIMIT 1')[0][0]
+    html = client.get(f"/runs/{run_id}").text
+    charts = charts_of(html)
+    series = sql(demo_url, 'SELECT "phase", count(DISTINCT ("job", "split")) FROM "rm_scores_by_progress" '
+                           'WHERE "run_id" = ? AND "score" IS NOT NULL AND "progress" IS NOT NULL GROUP BY 1', run_id)
+    assert {f"rm-{phase}": n for phase, n in series} == {k: len(v["data"]) for k, v in charts.items()
+                                                         if k != "rm-proxy-final"}
+    formal = charts["rm-formal"]["data"][0]
+    assert formal["error_y"]["array"] and all(se >= 0 for se in formal["error_y"]["array"])
+    pairs = sql(demo_url, 'SELECT "proxy_score", "final_score" FROM "rm_proxy_vs_final" WHERE "run_id" = ? '
+                          'ORDER BY "job", "progress"', run_id)
+    points = charts["rm-proxy-final"]["data"][0]
+    assert points["x"] == pytest.approx([p for p, _ in pairs]) and points["y"] == pytest.approx([f for _, f in pairs])
+    reference = sql(demo_url, 'SELECT f."score" FROM "rm_runs" r JOIN "rm_references" f USING ("reference_id") '
+                              'WHERE r."run_id" = ?', run_id)[0][0]
+    assert charts["rm-formal"]["layout"]["shapes"][0]["y0"] == pytest.approx(reference)
+    evaluations = sql(demo_url, 'SELECT count(*) FROM "rm_evaluations" WHERE "run_id" = ?', run_id)[0][0]
+    table = html.split('id="rm-evaluations"')[1].split("</table>")[0]
+    assert table.count("<tr>") == evaluations + 1  # + the header row

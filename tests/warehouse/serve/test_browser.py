@@ -164,3 +164,13 @@ def test_quality_and_node_pages(browser, server, demo_url, shots):
         assert browser.find_element("id", element).text
     browser.save_screenshot(str(shots / "node.png"))
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_reward_model_run_page(browser, server, demo_url, shots):
+    run_id = sql(demo_url, 'SELECT "run_id" FROM "rm_runs" LIMIT 1')[0][0]
+    assert load(browser, f"{server}/runs/{run_id}", shots, "reward_model_run") == []
+    traces = chart_traces(browser)
+    assert traces["rm-proxy-final"] == 2  # the artifacts and the final = proxy diagonal
+    assert traces["rm-formal"] >= 1
+    assert rows(browser, "rm-evaluations") == sql(
+        demo_url, 'SELECT count(*) FROM "rm_evaluations" WHERE "run_id" = ?', run_id)[0][0]
