@@ -25,6 +25,17 @@ DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
     "run_status_counts": ("run_id", "status", "n"),
     "decision_rule": ("run_id", "task", "k", "valid_reward_mean", "delta", "moved"),
     "invariant_violations": ("check_no", "run_id", "round", "task", "node_id", "detail"),
+    # the reward-model views (seed 004)
+    "rm_best_final": ("run_id", "evaluation_id", "progress", "score", "se", "reference_score", "gap"),
+    "rm_proxy_vs_final": ("run_id", "job", "progress", "proxy_split", "proxy_score", "final_score",
+                          "final_minus_proxy"),
+    "rm_exploration_vs_formal": ("run_id", "exploration_job", "exploration_score", "formal_score",
+                                 "delta", "survived"),
+    "rm_scores_by_progress": ("run_id", "phase", "job", "split", "progress", "n", "score", "se", "trend"),
+    "rm_section_deltas": ("run_id", "section", "from_job", "from_score", "to_job", "to_score", "delta"),
+    "rm_budget_use": ("run_id", "phase", "budget_use", "stop_reason", "steps", "members"),
+    "rm_job_summary": ("run_id", "phase", "job", "steps_done", "seconds", "status", "proxy_score"),
+    "rm_violations": ("check_no", "run_id", "job", "item", "detail"),
 }
 
 
