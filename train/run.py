@@ -52,6 +52,7 @@ class RunOptions:
     learn: bool = True
     checkpoint_root: str | None = None  # save the adapter + optimizer after each step
     checkpoint_every: int = 1  # steps between checkpoints (train.learn.checkpoint)
+    quiet: bool = False  # only the run, round and step lines (no per-expansion lines)
     health_gate: bool = True  # stop after the first step when METRICS.md's health gate fails
     decision_steps: tuple = ()  # print the decision rule's reading after these steps
     sets: dict = field(default_factory=dict)
@@ -99,9 +100,10 @@ class RunReport:
     spooled: list = field(default_factory=list)
 
 
-def run(opts: RunOptions, log=print) -> RunReport:
+def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
     """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled).
 
+    `monitor` (train.progress.LiveProgress) draws each round and step live at a terminal.
     Under torchrun every rank calls it: rank 0 does the rounds, the others join each GRPO step
     (train.distributed); they return an empty report."""
     from train.distributed import join_team, leave_team
@@ -109,12 +111,14 @@ def run(opts: RunOptions, log=print) -> RunReport:
     team = join_team(opts.device)
     try:
         opts = dataclasses.replace(opts, device=team.device)
-        return _run(opts, team, log if team.main else _quiet)
+        return _run(opts, team, log if team.main else _quiet, monitor if team.main else None)
     finally:
+        if monitor is not None:
+            monitor.close()
         leave_team(team)
 
 
-def _run(opts: RunOptions, team, log) -> RunReport:
+def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     from train.learn.session import after_commit
     from train.learn.timing import PhaseTimer
     from train.rollout.round import run_round
@@ -136,18 +140,22 @@ def _run(opts: RunOptions, team, log) -> RunReport:
     if learner is not None and team.sharded:
         _sync_generator(generator, learner, team)
     with team.alone():
-        ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log) if team.main else None
+        ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log, monitor) if team.main else None
         writer = _writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
-        timer = PhaseTimer()
+        timer = PhaseTimer(watch=monitor)
         with team.alone():
             if team.main:
+                if monitor is not None:
+                    monitor.round_started(round_no, arm.expansions_per_round, len(tasks))
                 with timer.phase("gen"):
                     result = run_round(round_no, trees, ctx)
         step = None
         if learner is not None:
+            if monitor is not None:
+                monitor.step_started(round_no)
             samples = team.share(round_samples(result) if team.main else None)
             metrics = learner.step(samples, timer, round_no)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
@@ -160,6 +168,8 @@ def _run(opts: RunOptions, team, log) -> RunReport:
                                                    if isinstance(v, (int, float)) and v is not None))
         if not team.main:
             continue
+        if monitor is not None:
+            monitor.round_finished()
         with team.alone():
             where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
             report.rounds.append(_round_line(round_no, result, where, log))
@@ -300,7 +310,8 @@ def _load_policy(opts: RunOptions, arm: Arm, log):
     return load_policy(opts.model, opts.device, lora=lora, tiny_cache=opts.tiny_cache, log=log)
 
 
-def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy, run_id: str, log):
+def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy, run_id: str, log,
+                   monitor=None):
     from train.env import Limits, LocalExecutor
     from train.generate.base import SamplingConfig
     from train.rollout.round import RoundContext
@@ -315,7 +326,7 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy
     return RoundContext(tasks=tasks, backend=make_backend(opts, arm, knobs, policy), sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers), limits=Limits(timeout_s=knobs.exec_timeout_s),
-                        progress=log)
+                        progress=None if opts.quiet or monitor is not None else log, monitor=monitor)
 
 
 def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):

@@ -20,6 +20,10 @@ TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_re
                 "resp_clip_rate", "clipped_at_cap", "complete")
 
 
+class RunNotFoundError(TerminalError):
+    """The run id names no run of the warehouse."""
+
+
 @dataclass
 class RunData:
     run_id: str
@@ -68,27 +72,32 @@ def load_run(url: str, run_id: str) -> RunData:
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
-        run = _rows(con, 'SELECT * FROM "run_metrics" WHERE "run_id" = ?', run_id)
-        if not run:
-            raise TerminalError(
-                f"no run {run_id!r} in the warehouse. List runs with "
-                "'warehouse metrics --view run_metrics'."
-            )
-        task_rounds = _rows(con, 'SELECT * FROM "task_round_metrics" WHERE "run_id" = ? '
-                                 'ORDER BY "task", "round"', run_id)
-        rounds = _rows(con, 'SELECT * FROM "round_metrics" WHERE "run_id" = ? ORDER BY "round"',
-                       run_id)
-        nodes = _rows(con, 'SELECT "round", "task", "status", "reward", "n_response_tokens" '
-                           'FROM "nodes" WHERE "run_id" = ? ORDER BY "round", "task"', run_id)
-        steps = _rows(con, 'SELECT "step", "kl", "entropy", "lr", "loss", "clip_frac", '
-                           'TRY_CAST(json_extract("extra", \'$.kl_coef\') AS DOUBLE) AS "kl_coef" '
-                           'FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
+        return read_run(con, run_id)
+
+
+def read_run(con, run_id: str) -> RunData:
+    """`load_run` on an open connection (the dashboard opens its own, with a short lock wait)."""
+    run = rows(con, 'SELECT * FROM "run_metrics" WHERE "run_id" = ?', run_id)
+    if not run:
+        raise RunNotFoundError(
+            f"no run {run_id!r} in the warehouse. List runs with "
+            "'warehouse metrics --view run_metrics'."
+        )
+    task_rounds = rows(con, 'SELECT * FROM "task_round_metrics" WHERE "run_id" = ? '
+                             'ORDER BY "task", "round"', run_id)
+    rounds = rows(con, 'SELECT * FROM "round_metrics" WHERE "run_id" = ? ORDER BY "round"',
+                   run_id)
+    nodes = rows(con, 'SELECT "round", "task", "status", "reward", "n_response_tokens" '
+                       'FROM "nodes" WHERE "run_id" = ? ORDER BY "round", "task"', run_id)
+    steps = rows(con, 'SELECT "step", "kl", "entropy", "lr", "loss", "clip_frac", '
+                       'TRY_CAST(json_extract("extra", \'$.kl_coef\') AS DOUBLE) AS "kl_coef" '
+                       'FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
     cap = next((r["response_cap"] for r in task_rounds if r["response_cap"] is not None), None)
     tasks = sorted({r["task"] for r in task_rounds})
     return RunData(run_id, run[0], task_rounds, rounds, nodes, cap, tasks, steps)
 
 
-def _rows(con, sql: str, *params) -> list[dict]:
+def rows(con, sql: str, *params) -> list[dict]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]

@@ -57,27 +57,32 @@ def load_rm_run(url: str, run_id: str) -> RmRunData:
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
-        run = _rows(con, 'SELECT r.*, rr."task", rr."agent", rr."base_model", rr."train_pairs", '
-                         'rr."reference_id" FROM "runs" AS r LEFT JOIN "rm_runs" AS rr USING '
-                         '("run_id") WHERE r."run_id" = ?', run_id)
-        if not run:
-            raise TerminalError(f"no run {run_id!r} in the warehouse. List reward-model runs "
-                                "with 'warehouse sql \"SELECT run_id FROM rm_runs\"'.")
-        reference = _rows(con, 'SELECT * FROM "rm_references" WHERE "reference_id" = ?',
-                          run[0]["reference_id"])
-        return RmRunData(
-            run_id, run[0],
-            _rows(con, 'SELECT * FROM "rm_scores_by_progress" WHERE "run_id" = ? '
-                       'ORDER BY "phase", "job", "split", "progress"', run_id),
-            _rows(con, 'SELECT "evaluation_id", "section", "score" FROM "rm_eval_sections" '
-                       'WHERE "run_id" = ?', run_id),
-            _rows(con, 'SELECT * FROM "rm_best_final" WHERE "run_id" = ?', run_id),
-            _rows(con, 'SELECT * FROM "rm_exploration_vs_formal" WHERE "run_id" = ? '
-                       'ORDER BY "exploration_evaluation_id"', run_id),
-            _rows(con, 'SELECT * FROM "rm_budget_use" WHERE "run_id" = ? ORDER BY "phase"', run_id),
-            _rows(con, 'SELECT * FROM "rm_jobs" WHERE "run_id" = ? ORDER BY "source_id", '
-                       '"line_no"', run_id),
-            reference[0] if reference else None)
+        return read_rm_run(con, run_id)
+
+
+def read_rm_run(con, run_id: str) -> RmRunData:
+    """`load_rm_run` on an open connection (the dashboard opens its own, with a short lock wait)."""
+    run = _rows(con, 'SELECT r.*, rr."task", rr."agent", rr."base_model", rr."train_pairs", '
+                     'rr."reference_id" FROM "runs" AS r LEFT JOIN "rm_runs" AS rr USING '
+                     '("run_id") WHERE r."run_id" = ?', run_id)
+    if not run:
+        raise TerminalError(f"no run {run_id!r} in the warehouse. List reward-model runs "
+                            "with 'warehouse sql \"SELECT run_id FROM rm_runs\"'.")
+    reference = _rows(con, 'SELECT * FROM "rm_references" WHERE "reference_id" = ?',
+                      run[0]["reference_id"])
+    return RmRunData(
+        run_id, run[0],
+        _rows(con, 'SELECT * FROM "rm_scores_by_progress" WHERE "run_id" = ? '
+                   'ORDER BY "phase", "job", "split", "progress"', run_id),
+        _rows(con, 'SELECT "evaluation_id", "section", "score" FROM "rm_eval_sections" '
+                   'WHERE "run_id" = ?', run_id),
+        _rows(con, 'SELECT * FROM "rm_best_final" WHERE "run_id" = ?', run_id),
+        _rows(con, 'SELECT * FROM "rm_exploration_vs_formal" WHERE "run_id" = ? '
+                   'ORDER BY "exploration_evaluation_id"', run_id),
+        _rows(con, 'SELECT * FROM "rm_budget_use" WHERE "run_id" = ? ORDER BY "phase"', run_id),
+        _rows(con, 'SELECT * FROM "rm_jobs" WHERE "run_id" = ? ORDER BY "source_id", '
+                   '"line_no"', run_id),
+        reference[0] if reference else None)
 
 
 def _rows(con, sql: str, *params) -> list[dict]:
