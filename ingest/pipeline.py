@@ -21,6 +21,7 @@ from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
 from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import content_hash, known_sources, open_source, record_errors, touch_source
+from warehouse.db import transaction
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -79,7 +80,7 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
     with connect(db_url) as con:
         require_head(con, db_url)
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-        _transaction(con, lambda: register_runs(con, layouts, manifests, report))
+        transaction(con, lambda: register_runs(con, layouts, manifests, report))
         _load_files(_Walker(con, report, progress, max_line_bytes), layouts, batch_bytes)
         if report.files_loaded or report.files_failed:
             con.execute("CHECKPOINT")  # the next open needs no WAL replay
@@ -126,17 +127,6 @@ def _batches(jobs: list[FileJob], batch_bytes: int):
         size += job.size
     if batch:
         yield batch
-
-
-def _transaction(con, work: Callable):
-    con.execute("BEGIN TRANSACTION")
-    try:
-        result = work()
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-    return result
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -220,7 +210,7 @@ class _Walker:
             return self.fail(job, f"unreadable: {data.strerror or data}")
         self.report.bytes_read += len(data)
         if prev and prev[3] == digest and prev[5] is None:
-            _transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
+            transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
             return self._skip(job, prev)
         return data, digest, lines
 
@@ -356,7 +346,7 @@ class _Walker:
                 load.mark_rendered(self.con, source, flag, job.round_path)
 
         if todo:
-            _transaction(self.con, work)
+            transaction(self.con, work)
         for (job, _, digest), (source_id, _) in zip(todo, ids):
             self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, 0, None)
             self.report.files_loaded += 1
@@ -382,7 +372,7 @@ class _Walker:
                                   {"node_file_present": True})
             return source_id
 
-        source_id = _transaction(self.con, work)
+        source_id = transaction(self.con, work)
         self.known[job.path] = (source_id, job.size, job.mtime_ns, None, 0, reason)
         return None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from ingest import rm_records
 from ingest.rm_layout import receipt_path
 from ingest.sources import content_hash
+from warehouse.db import transaction
 
 # Load order: the run's manifest first (runs row, reference), then the rest.
 RM_KINDS = ("rm_manifest", "rm_jobs", "rm_outcome", "rm_artifacts", "rm_steps", "rm_evaluation")
@@ -57,8 +58,6 @@ def _load_one(walker, job) -> None:
 
 
 def _land(walker, job, digest: str, write) -> None:
-    from ingest.pipeline import _transaction
-
     con = walker.con
 
     def work():
@@ -68,7 +67,7 @@ def _land(walker, job, digest: str, write) -> None:
         return written
 
     try:
-        written = _transaction(con, work)
+        written = transaction(con, work)
     except Exception as exc:  # noqa: BLE001 - a driver error fails this file, not the ingest
         walker.fail(job, f"could not load: {str(exc).strip().splitlines()[0]}")
         return
