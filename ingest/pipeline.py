@@ -19,6 +19,7 @@ from ingest.discover import FileJob, Layout, Problem, discover
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
+from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import content_hash, known_sources, open_source, record_errors, touch_source
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
@@ -110,6 +111,9 @@ def _load_files(walker: "_Walker", layouts: list[Layout], batch_bytes: int) -> N
     for kind in ROW_KINDS:
         walker.batches(kind, list(_batches([job for job in jobs if job.kind == kind],
                                            batch_bytes)))
+    load_rm_files(walker, [job for job in jobs if job.kind.startswith("rm_")])
+    rm_runs = sorted({run.run_id for layout in layouts for run in layout.rm_runs})
+    walker.report.warnings += rm_warnings(walker.con, rm_runs)
 
 
 def _batches(jobs: list[FileJob], batch_bytes: int):
@@ -164,7 +168,19 @@ def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestRep
     for layout in layouts:  # every round directory, even one whose files all failed
         for run_id, rnd, path in layout.rounds:
             upsert_round(con, run_id, rnd, path)
-    report.runs = len(on_disk)
+    rm_runs = [run for layout in layouts for run in layout.rm_runs]
+    for run in rm_runs:  # its manifest.json fills the row in; here only: it exists
+        register_rm_run(con, run.run_id, run.path)
+    report.runs = len(on_disk) + len(rm_runs)
+
+
+def register_rm_run(con, run_id: str, path: str) -> None:
+    """A `runs` row of kind reward_model unless the run has one (its manifest's, kept)."""
+    from ingest.rm_records import QUESTION_ID, RUN_KIND
+
+    con.execute("INSERT INTO runs (run_id, question_id, kind, lost, source_path) "
+                "SELECT ?, ?, ?, false, ? WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
+                [run_id, QUESTION_ID, RUN_KIND, path, run_id])
 
 
 def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:

@@ -40,7 +40,11 @@ def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str
               help="Directory for index.html and its PNGs (created if missing).")
 @click.pass_obj
 def report(obj: dict, run_id: str, out_dir: str) -> None:
-    """Write an HTML report with PNG dashboards per task for RUN."""
+    """Write an HTML report with PNG dashboards per task for RUN.
+
+    For a reward-model run (seed 004): the score-by-progress plot (proxy and final, error
+    bars, the reference as a line), the section table, budget use and training jobs.
+    """
     from warehouse.report import write_report
 
     index = write_report(obj["db_url"], run_id, out_dir)

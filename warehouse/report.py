@@ -32,7 +32,14 @@ class RunData:
 
 
 def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
-    """Write `out_dir/index.html` and its PNGs for run `run_id`; returns the index path."""
+    """Write `out_dir/index.html` and its PNGs for run `run_id`; returns the index path.
+
+    A reward-model run (seed 004) gets its own page: `warehouse.rm_report`.
+    """
+    if _reward_model_run(url, run_id):
+        from warehouse.rm_report import write_rm_report
+
+        return write_rm_report(url, run_id, out_dir)
     data = load_run(url, run_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -40,6 +47,16 @@ def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
     index = out / "index.html"
     index.write_text(_page(data, images), encoding="utf-8")
     return index
+
+
+def _reward_model_run(url: str, run_id: str) -> bool:
+    from warehouse.db import connect
+    from warehouse.migrate import require_head
+    from warehouse.rm_report import is_reward_model_run
+
+    with connect(url, read_only=True) as con:
+        require_head(con, url)
+        return is_reward_model_run(con, run_id)
 
 
 def load_run(url: str, run_id: str) -> RunData:
