@@ -1,13 +1,6 @@
-"""Artifacts (saved reward models) and their evaluations: save, retain at most K, load,
-score, and write each evaluation's summary JSON with its `.complete` receipt.
-
-A receipt holds the summary's sha256 and size and is written only after the summary is
-complete on disk, so a summary without its receipt is an evaluation that did not finish.
-"""
+"""Artifacts (saved reward models): save, retain at most K (greatest progress), load."""
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -75,15 +68,3 @@ def load_artifact(artifact: Artifact, base_path: Path, device, pad_token_id: int
     except (OSError, ValueError, RuntimeError) as exc:
         raise TerminalError(f"artifact {artifact.path} does not load: {exc}") from exc
     return model.to(device).eval()
-
-
-def write_summary(path: Path, summary: dict) -> Path:
-    """The summary JSON, then its `.complete` receipt (sha256 and size of the summary bytes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(summary, indent=1, sort_keys=True).encode()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    receipt = path.with_name(path.name + ".complete")
-    receipt.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}))
-    return receipt

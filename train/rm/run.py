@@ -149,7 +149,9 @@ def run_rm(opts: RMOptions, log=print) -> RMReport:
     stop, progress, done_members, train_s = _train(opts, ctx, clock, publisher, log)
     evaluations = _final_evaluations(opts, ctx, publisher, log)
     publisher.finish(stop_reason=stop, steps=progress, members=done_members, train_seconds=train_s,
-                     wall_clock=opts.wall_clock, reserve=opts.reserve, total_seconds=clock.elapsed())
+                     wall_clock=opts.wall_clock, reserve=opts.reserve, total_seconds=clock.elapsed(),
+                     steps_per_member=opts.member_steps,
+                     retained=sum(a.retained for a in ctx.retention.artifacts))
     return RMReport(run_id=ctx.run_id, stop_reason=stop, steps=progress, members=done_members, train_seconds=train_s,
                     artifacts=list(ctx.retention.artifacts), evaluations=ctx.evaluations + evaluations,
                     data_errors=ctx.data_errors)
@@ -218,7 +220,7 @@ def _train(opts, ctx, clock, publisher, log):
         model, finished = train_member(opts, ctx, member, progress, clock, publisher, log)
         progress += finished
         if finished < opts.member_steps:  # the budget ran out mid-member
-            if not opts.soup:
+            if not opts.soup and finished and progress not in opts.save_at:
                 _save_adapter(opts, ctx, model, progress, publisher, log)
             return STOP_WALL_CLOCK, progress, member, time.monotonic() - train_start
         if opts.soup:
@@ -381,7 +383,9 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
     the proxy-row diagnostic from the same rewards). Each result is published with a receipt."""
     import torch
 
-    from train.rm.artifacts import load_artifact, write_summary
+    from ingest.rm_layout import write_evaluation_files
+
+    from train.rm.artifacts import load_artifact
     from train.rm.model import pair_rewards
     from train.rm.scoring import score_rows
 
@@ -406,12 +410,12 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
     for name, rows in splits:
         score = score_rows([ctx.eval_rows[i] for i in rows], [rewards[i][0] for i in rows], [rewards[i][1] for i in rows])
         evaluator = PROXY_EVALUATOR.format(n=len(ctx.proxy_index)) if split == "proxy" else FINAL_EVALUATOR
-        summary = {"run_id": ctx.run_id, "phase": opts.phase, "progress": artifact.progress, "evaluator": evaluator,
-                   "split": name, "direction": "maximize", "n": score.n, "score": round(score.score, 4),
-                   "se": round(score.se, 4), "accuracy": score.accuracy, "sections": score.sections,
-                   "members": artifact.members, "artifact": str(artifact.path), "seconds": seconds}
-        path = ctx.out_dir / "evaluations" / f"progress_{artifact.progress:05d}__{name}.json"
-        receipt = write_summary(path, summary)
+        summary = {"evaluation_id": f"{opts.phase}_p{artifact.progress:05d}_{name}", "job": opts.phase,
+                   "phase": opts.phase, "progress": artifact.progress, "evaluator": evaluator, "split": name,
+                   "direction": "maximize", "n": score.n, "score": round(score.score, 4), "se": round(score.se, 4),
+                   "seconds": round(seconds, 3), "accuracy": round(score.accuracy, 6), "members": artifact.members,
+                   "sections": {s: {"score": round(v["score"], 4), "n": v["n"]} for s, v in score.sections.items()}}
+        path, receipt = write_evaluation_files(ctx.out_dir, summary, complete=True)  # finished: receipt too
         publisher.evaluation(summary, path, receipt)
         log(f"{evaluator} [{name}] at progress {artifact.progress}: {score.score:.4f} +/- {score.se:.4f} (n={score.n})")
         results.append(summary)
