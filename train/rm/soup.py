@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from warehouse.errors import TerminalError
 
-HEADROOM = 1.5  # accumulator + one member's CPU copy on export, plus the process itself
+# Host bytes per parameter while a host accumulator is in use: the float32 mean (4), the bf16
+# export copy (2) and the next member loading through host memory (2); plus 10% for the rest.
+HOST_BYTES_PER_PARAM = 4 + 2 + 2
+HEADROOM = 1.1
 
 
 class SoupMemoryError(TerminalError):
@@ -21,12 +24,12 @@ def check_host_memory(n_params: int, available_bytes: int | None = None) -> None
     """Refuse a host accumulator that (with headroom) exceeds the memory available now."""
     import psutil
 
-    need = n_params * 4 * HEADROOM
+    need = n_params * HOST_BYTES_PER_PARAM * HEADROOM
     available = psutil.virtual_memory().available if available_bytes is None else available_bytes
     if need > available:
         raise SoupMemoryError(
             f"a host (CPU) soup accumulator for {n_params / 1e9:.2f} B parameters needs about "
-            f"{need / 2**30:.1f} GiB of host memory (float32 with {HEADROOM}x headroom), only "
+            f"{need / 2**30:.1f} GiB of host memory (float32 mean, bf16 export copy, next member's load), only "
             f"{available / 2**30:.1f} GiB is available (seed 004's CPU accumulator hit a 64 GiB host OOM). "
             "Keep it on the GPU: --set soup_device=auto.")
 
