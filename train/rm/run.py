@@ -16,8 +16,9 @@ a running mean on the device and publishes a cumulative bf16 full-model snapshot
 (m+1)*S; three are retained. Only finished members enter the soup.
 
 Departures from the seed's recipe: AdamW (torch, fused on GPU) instead of bitsandbytes'
-paged_adamw_32bit; chosen and rejected are packed in one row without padding (see
-:mod:`train.rm.model`), not padded to the longer side.
+paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights; chosen and rejected packed in
+one row without padding where a varlen attention kernel makes that pay (see
+:mod:`train.rm.model`), else padded to the longer side as TRL does.
 
 A wall clock (`--wall-clock`, `--reserve`) bounds training at wall_clock - reserve seconds
 from the start: the run stops with reason `wall_clock_budget_exhausted` (also before a member
@@ -66,7 +67,7 @@ class RMOptions:
     wall_clock: float | None = None
     reserve: float = 0.0
     device: str = "auto"
-    pack: bool = True
+    pack: bool | None = None  # None: packed on CPU, and on GPU when a varlen kernel (flash-attn) is there
     grad_checkpointing: bool | None = None  # None: on for CUDA
     soup_device: str = "auto"  # auto: the training device; cpu: host accumulator (memory-checked)
     eval_batch_rows: int = 1
@@ -86,6 +87,10 @@ class RMOptions:
         return self.steps_per_member or self.max_steps
 
 
+# settings whose default is None, with a value of the type they take
+NULLABLE = {"wall_clock": 0.0, "steps_per_member": 0, "grad_checkpointing": False, "pack": False}
+
+
 def apply_sets(opts: RMOptions, sets: dict) -> RMOptions:
     """`--set key=value` overrides, typed by the field's default."""
     from train.run import coerce
@@ -99,9 +104,8 @@ def apply_sets(opts: RMOptions, sets: dict) -> RMOptions:
         current = getattr(opts, key)
         if key == "save_at":
             changes[key] = tuple(int(v) for v in value.split(",") if v.strip())
-        elif current is None and key in ("wall_clock", "steps_per_member", "grad_checkpointing"):
-            changes[key] = coerce(key, value, {"wall_clock": 0.0, "steps_per_member": 0,
-                                               "grad_checkpointing": False}[key])
+        elif current is None and key in NULLABLE:
+            changes[key] = coerce(key, value, NULLABLE[key])
         else:
             changes[key] = coerce(key, value, current)
     return dataclasses.replace(opts, **changes, sets={**opts.sets, **sets})
@@ -172,6 +176,8 @@ class Context:
     proxy_index: list  # positions in eval_rows of the proxy subset
     data_errors: list
     retention: object
+    pack: bool = True
+    attn: str | None = None  # attention implementation; None: transformers' default (sdpa)
     evaluations: list = field(default_factory=list)
 
 
@@ -200,11 +206,24 @@ def _setup(opts: RMOptions, log) -> Context:
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"_rm_{opts.model if opts.model == 'tiny' else 'model'}"
     out_dir = Path(opts.out_dir or f"rm_runs/{run_id}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    pack, attn = _attention(opts.pack, device)
     return Context(run_id=run_id, base_path=base_path, out_dir=out_dir, device=device, tokenizer=tokenizer,
+                   pack=pack, attn=attn,
                    pairs=[(enc(p.chosen), enc(p.rejected)) for p in pairs.rows], eval_rows=rows.rows,
                    eval_ids=[(enc(r.chosen), enc(r.rejected)) for r in rows.rows],
                    proxy_index=[i for i, r in enumerate(rows.rows) if r.id in proxy],
                    data_errors=pairs.errors + rows.errors, retention=Retention(opts.keep))
+
+
+def _attention(pack: bool | None, device) -> tuple[bool, str | None]:
+    """(pack, attention implementation). Packing pays only with a varlen kernel: with sdpa on
+    GPU the block-diagonal mask is dense, so the padded layout is faster there."""
+    import importlib.util
+
+    varlen = device.type == "cuda" and importlib.util.find_spec("flash_attn") is not None
+    if pack is None:
+        pack = device.type == "cpu" or varlen
+    return pack, ("flash_attention_2" if varlen and pack else None)
 
 
 def _train(opts, ctx, clock, publisher, log):
@@ -241,7 +260,7 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     from train.rm.model import LoraSpec, add_lora, load_reward_model, pair_rewards
 
     seed = opts.seed + member
-    model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id),
+    model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id, ctx.attn),
                      LoraSpec(opts.lora_rank, opts.lora_alpha, opts.lora_dropout))
     if opts.grad_checkpointing if opts.grad_checkpointing is not None else ctx.device.type == "cuda":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -278,7 +297,8 @@ def _update(opts, ctx, model, optimizer, params, order, pair_rewards) -> dict:
     loss_sum, correct = 0.0, 0
     for _ in range(opts.grad_accum):
         chosen, rejected = ctx.pairs[next(order)]
-        r_chosen, r_rejected = pair_rewards(model, chosen, rejected, ctx.device, opts.pack)
+        with _autocast(ctx.device):
+            r_chosen, r_rejected = pair_rewards(model, chosen, rejected, ctx.device, ctx.pack)
         loss = -F.logsigmoid(r_chosen.float() - r_rejected.float())
         (loss / opts.grad_accum).backward()
         loss_sum += loss.item()
@@ -290,6 +310,13 @@ def _update(opts, ctx, model, optimizer, params, order, pair_rewards) -> dict:
     return {"loss": loss_sum / opts.grad_accum, "accuracy": correct / opts.grad_accum, "lr": lr,
             "grad_norm": grad_norm, "seconds": time.perf_counter() - start, "peak_mem_gib": _peak(ctx.device),
             "pairs": opts.grad_accum}
+
+
+def _autocast(device):
+    """bf16 compute over the fp32 LoRA weights on GPU (as TRL's bf16=True); nothing on CPU."""
+    import torch
+
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
 def _cosine(optimizer, warmup: int, total: int):
@@ -350,15 +377,22 @@ def _soup_step(opts, ctx, model, soup, progress, publisher, log):
     """soup_accumulate the merged member, soup_export the cumulative snapshot."""
     from train.rm.artifacts import Artifact
 
+    out = ctx.out_dir / f"artifact_{progress:05d}"
+    seconds, n_params = soup_accumulate_export(model, soup, out)
+    artifact = Artifact(progress=progress, path=out, kind="full_model", dtype="bfloat16", parameters=n_params,
+                        members=soup.members, seconds=seconds)
+    log(f"Soup of {soup.members} member(s) exported at progress {progress} in {seconds:.1f} s.")
+    _publish_artifact(opts, ctx, artifact, publisher, log)
+
+
+def soup_accumulate_export(model, soup, out: Path) -> tuple[float, int]:
+    """Merge the member's LoRA, fold it into the running mean, export the mean as bf16:
+    (seconds, parameters)."""
     start = time.perf_counter()
     merged = model.merge_and_unload()
     soup.add(merged.state_dict())
-    out = ctx.out_dir / f"artifact_{progress:05d}"
     n_params = soup.export(merged, out)
-    artifact = Artifact(progress=progress, path=out, kind="full_model", dtype="bfloat16", parameters=n_params,
-                        members=soup.members, seconds=time.perf_counter() - start)
-    log(f"Soup of {soup.members} member(s) exported at progress {progress} in {artifact.seconds:.1f} s.")
-    _publish_artifact(opts, ctx, artifact, publisher, log)
+    return time.perf_counter() - start, n_params
 
 
 def _publish_artifact(opts, ctx, artifact, publisher, log):
@@ -401,7 +435,8 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
     rewards = {}
     with torch.no_grad():
         for i in index:
-            r_c, r_r = pair_rewards(model, *ctx.eval_ids[i], ctx.device, opts.pack)
+            with _autocast(ctx.device):
+                r_c, r_r = pair_rewards(model, *ctx.eval_ids[i], ctx.device, ctx.pack)
             rewards[i] = (r_c.item(), r_r.item())
     del model
     seconds = time.perf_counter() - start
