@@ -87,6 +87,11 @@ class RMOptions:
         return self.steps_per_member or self.max_steps
 
 
+# `--model tiny` is the CPU demo: the seed's recipe at a size that runs in minutes on 2 cores
+# (applied before the user's --set, and recorded on the run like any override).
+TINY_SETTINGS = {"grad_accum": "8", "max_steps": "64", "save_at": "32", "max_length": "256", "lr": "2e-3",
+                 "lora_rank": "16", "lora_alpha": "32", "proxy_rows": "128"}
+
 # settings whose default is None, with a value of the type they take
 NULLABLE = {"wall_clock": 0.0, "steps_per_member": 0, "grad_checkpointing": False, "pack": False}
 
