@@ -67,7 +67,11 @@ def _land(walker, job, digest: str, write) -> None:
                     "WHERE source_id = ?", [job.size, job.mtime_ns, digest, written.source_id])
         return written
 
-    written = _transaction(con, work)
+    try:
+        written = _transaction(con, work)
+    except Exception as exc:  # noqa: BLE001 - a driver error fails this file, not the ingest
+        walker.fail(job, f"could not load: {str(exc).strip().splitlines()[0]}")
+        return
     walker.next_id = max(walker.next_id, written.source_id + 1)
     walker.known[job.path] = (written.source_id, job.size, job.mtime_ns, digest,
                               len(written.errors), None)
@@ -101,8 +105,10 @@ def _writer(job, data: bytes, receipt_bytes: bytes | None):
         return lambda con: rm_records.write_budget(con, run_id, phases, source_path=path)
     if not isinstance(obj, dict):
         raise _FileError("an evaluation summary must hold one JSON object")
-    summary = obj
-    summary.setdefault("evaluation_id", Path(path).stem)
+    summary, stem = obj, Path(path).stem
+    if summary.setdefault("evaluation_id", stem) != stem:
+        raise _FileError(f"evaluation_id {summary['evaluation_id']!r} differs from the file "
+                         f"name's {stem!r}; rename the file or fix the field")
     receipt = _receipt(receipt_bytes)
     rpath = str(receipt_path(path))
     return lambda con: rm_records.write_evaluation(con, run_id, summary, receipt=receipt,

@@ -29,7 +29,6 @@ __all__ = ["MANIFEST", "OUTCOME", "JOBS", "ARTIFACTS", "STEPS", "EVALUATIONS", "
 MANIFEST, OUTCOME = "manifest.json", "outcome.json"
 JOBS, ARTIFACTS, STEPS = "jobs.jsonl", "artifacts.jsonl", "steps.jsonl"
 EVALUATIONS, RECEIPT_SUFFIX = "evaluations", ".complete"
-LINE_FILES = {JOBS: "rm_jobs", ARTIFACTS: "rm_artifacts", STEPS: "rm_steps"}
 
 
 def receipt_path(summary_path: str | os.PathLike) -> Path:
@@ -92,9 +91,9 @@ def export_run(con, run_id: str, root: str | os.PathLike) -> Path:
     if phases:
         write_json(run_dir / OUTCOME, {"phases": {p["phase"]: _record(p, BUDGET_FIELDS)
                                                   for p in phases}})
-    for name, table, fields, order in ((JOBS, "rm_jobs", JOB_FIELDS, ""),
-                                       (ARTIFACTS, "rm_artifacts", ARTIFACT_FIELDS, ""),
-                                       (STEPS, "rm_steps", STEP_FIELDS, "")):
+    for name, table, fields in ((JOBS, "rm_jobs", JOB_FIELDS),
+                                (ARTIFACTS, "rm_artifacts", ARTIFACT_FIELDS),
+                                (STEPS, "rm_steps", STEP_FIELDS)):
         rows = _rows(con, f'SELECT * FROM "{table}" WHERE "run_id" = ? '
                           'ORDER BY "source_id", "line_no"', run_id)
         if rows:

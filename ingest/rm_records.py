@@ -191,8 +191,8 @@ def write_run(con, manifest: dict, *, source_path: str | None = None, run_dir: s
         return _failed(con, source, str(exc))
     if reference:
         row["reference_id"] = reference["reference_id"]
-        _insert(con, "rm_references", reference, source.source_id, replace_key="reference_id")
-    _insert(con, "rm_runs", {"run_id": run_id, **row}, source.source_id, replace_key="run_id")
+        _insert(con, "rm_references", reference, source.source_id, key=("reference_id",))
+    _insert(con, "rm_runs", {"run_id": run_id, **row}, source.source_id, key=("run_id",))
     derive.upsert_run(con, {"run_id": run_id, "kind": RUN_KIND,
                             "question_id": manifest.get("question_id", QUESTION_ID),
                             "model": row["base_model"], "seed": manifest.get("seed"),
@@ -243,7 +243,7 @@ def write_budget(con, run_id: str, phases: dict, *, source_path: str | None = No
     except BadRecord as exc:
         return _failed(con, source, str(exc))
     for row in rows:
-        _insert(con, "rm_budgets", row, source.source_id)
+        _insert(con, "rm_budgets", row, source.source_id, key=("run_id", "phase"))
     return _done(con, source, len(rows), {})
 
 
@@ -278,7 +278,9 @@ def write_evaluation(con, run_id: str, summary: dict, *, receipt=None,
                summary_size=len(data), receipt_path=receipt_path if receipt is not None else None,
                receipt_sha256=_get(receipt, "sha256", str), receipt_size=_get(receipt, "size", int))
     row["extra"] = _drop_key(row["extra"], "sections")
-    _insert(con, "rm_evaluations", row, source.source_id)
+    _insert(con, "rm_evaluations", row, source.source_id, key=("run_id", "evaluation_id"))
+    con.execute('DELETE FROM "rm_eval_sections" WHERE "run_id" = ? AND "evaluation_id" = ?',
+                [run_id, row["evaluation_id"]])
     for name, (score, n) in sections.items():
         _insert(con, "rm_eval_sections", {"run_id": run_id, "evaluation_id":
                 row["evaluation_id"], "section": name, "score": score, "n": n}, source.source_id)
@@ -361,10 +363,13 @@ def _open(con, path: str, kind: str, run_id: str, payload, *, digest: str | None
                        run_id=run_id, size_bytes=size, mtime_ns=mtime_ns, digest=digest)
 
 
-def _insert(con, table: str, row: dict, source_id: int, replace_key: str | None = None) -> None:
+def _insert(con, table: str, row: dict, source_id: int, key: tuple[str, ...] = ()) -> None:
+    """Insert `row`; with `key`, first delete the row of that key, whichever source wrote it
+    (a trainer may write the same evaluation or phase again under another source path)."""
     row = {**row, "source_id": source_id}
-    if replace_key:  # one row per key, whichever source wrote it last
-        con.execute(f'DELETE FROM "{table}" WHERE "{replace_key}" = ?', [row[replace_key]])
+    if key:
+        where = " AND ".join(f'"{k}" = ?' for k in key)
+        con.execute(f'DELETE FROM "{table}" WHERE {where}', [row[k] for k in key])
     cols = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
     con.execute(f'INSERT INTO "{table}" ({cols}) VALUES ({marks})', list(row.values()))

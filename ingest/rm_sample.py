@@ -198,31 +198,43 @@ FAULTS = {
 }
 
 
-def plant_rm_faults(run_dir: str | Path) -> dict:
-    """Plant the four bad inputs into a written run; returns FAULTS (what was planted where).
+def plant_rm_faults(run_dir: str | Path, faults=tuple(FAULTS)) -> dict:
+    """Plant bad inputs (all four by default) into a written run; returns what was planted.
 
-    * missing receipt: the receipt of a final score is deleted;
-    * mismatched receipt: a final summary is edited after its receipt was written;
-    * score 120: a proxy score set to 120 (its receipt rewritten, so only the value is bad);
-    * a fourth retained artifact: snapshot 2784 marked retained.
+    * missing_receipt: the receipt of a final score is deleted;
+    * mismatched_receipt: a final summary is edited after its receipt was written;
+    * score_120: a proxy score set to 120 (its receipt rewritten, so only the value is bad);
+    * fourth_retained: snapshot 2784 marked retained (and loadable), a fourth one.
     """
+    unknown = set(faults) - set(FAULTS)
+    if unknown:
+        raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {', '.join(FAULTS)}")
     folder = Path(run_dir) / "evaluations"
-    receipt_path(folder / f"{FAULTS['missing_receipt']}.json").unlink()
-    edited = folder / f"{FAULTS['mismatched_receipt']}.json"
-    summary = json.loads(edited.read_text("utf-8"))
-    summary["score"] = 39.1
-    edited.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", "utf-8")
-    bad = folder / f"{FAULTS['score_120']}.json"
-    summary = json.loads(bad.read_text("utf-8"))
-    summary["score"] = 120.0
-    write_evaluation_files(run_dir, summary)
-    artifacts = Path(run_dir) / ARTIFACTS
+    if "missing_receipt" in faults:
+        receipt_path(folder / f"{FAULTS['missing_receipt']}.json").unlink()
+    if "mismatched_receipt" in faults:
+        _edit_summary(folder / f"{FAULTS['mismatched_receipt']}.json", score=39.1)
+    if "score_120" in faults:
+        summary = _edit_summary(folder / f"{FAULTS['score_120']}.json", score=120.0)
+        write_evaluation_files(run_dir, summary)  # a fresh receipt: only the value is bad
+    if "fourth_retained" in faults:
+        _retain(Path(run_dir) / ARTIFACTS, FAULTS["fourth_retained"])
+    return {name: FAULTS[name] for name in faults}
+
+
+def _edit_summary(path: Path, **changes) -> dict:
+    summary = json.loads(path.read_text("utf-8"))
+    summary.update(changes)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", "utf-8")
+    return summary
+
+
+def _retain(artifacts: Path, progress: int) -> None:
     rows = [json.loads(line) for line in artifacts.read_text("utf-8").splitlines()]
     for row in rows:
-        if row["job"] == "formal" and row["progress"] == FAULTS["fourth_retained"]:
+        if row["job"] == "formal" and row["progress"] == progress:
             row.update(retained=True, loadable=True)
     write_jsonl(artifacts, rows)
-    return dict(FAULTS)
 
 
 __all__ = ["RM_RUN", "write_rm_run", "plant_rm_faults", "FAULTS", "binomial_se"]

@@ -17,7 +17,8 @@ from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at imp
               show_default=True,
               help="Which metric view: task_round_metrics (per run, round, task), round_metrics "
                    "(per run round, with its step's timing), run_metrics, run_status_counts, "
-                   "decision_rule, invariant_violations.")
+                   "decision_rule, invariant_violations; for reward-model runs the rm_* views "
+                   "(docs/reward_model.md).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format.")
 @click.pass_obj

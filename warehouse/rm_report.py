@@ -89,6 +89,14 @@ def _rows(con, sql: str, *params) -> list[dict]:
 # --- the plot ------------------------------------------------------------------------------
 
 def plot_scores(data: RmRunData, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = score_figure(data)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def score_figure(data: RmRunData):
     """Score by progress with error bars, one panel per phase, the reference as a line."""
     import matplotlib
 
@@ -113,8 +121,7 @@ def plot_scores(data: RmRunData, path: Path) -> None:
     axes[0][0].set_ylabel("score")
     fig.suptitle(data.run_id, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    return fig
 
 
 def _series(points: list[dict], phase: str) -> dict[tuple, list[dict]]:

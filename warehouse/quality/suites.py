@@ -146,12 +146,14 @@ def _rm_evaluations() -> list:
 
     low, high = SE_RATIO_BOUNDS
     return [
-        gxe.ExpectColumnValuesToNotBeNull(column="score", **_meta(10, "every evaluation has a score")),
+        gxe.ExpectColumnValuesToNotBeNull(column="score",
+                                          **_meta(10, "every evaluation has a score")),
         gxe.ExpectColumnValuesToBeBetween(column="score", min_value=0, max_value=100,
                                           **_meta(10, "an evaluation's score is in [0, 100]")),
         gxe.ExpectColumnValuesToNotBeNull(column="n", **_meta(11, "every evaluation states n")),
         gxe.ExpectColumnValuesToBeBetween(column="n", min_value=1, **_meta(11, "n > 0")),
-        gxe.ExpectColumnValuesToNotBeNull(column="se", **_meta(11, "every evaluation has a standard error")),
+        gxe.ExpectColumnValuesToNotBeNull(column="se",
+                                          **_meta(11, "every evaluation has a standard error")),
         gxe.ExpectColumnValuesToBeBetween(
             column="se_ratio", min_value=low - 1e-9, max_value=high + 1e-9,
             **_meta(11, f"the standard error is {low}x-{high}x the binomial SE of its n")),
@@ -159,7 +161,8 @@ def _rm_evaluations() -> list:
             column_A="official", column_B="receipt_matches",
             **_meta(12, "official exactly when a receipt matches the summary")),
         gxe.ExpectColumnValuesToBeInSet(
-            column="official", value_set=[True], row_condition=Column("is_final") == True,  # noqa: E712
+            column="official", value_set=[True],
+            row_condition=Column("is_final") == True,  # noqa: E712 - GE's condition syntax
             **_meta(12, "every final (formal, full-split) score is official")),
     ]
 
