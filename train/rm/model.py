@@ -5,7 +5,8 @@ the pair encoding (chat template, left truncation, chosen and rejected in one fo
 `pack=True` puts chosen and rejected in ONE row without padding, with position ids that
 restart at the second sequence; transformers then masks attention block-diagonally (and a
 varlen kernel skips the cross-sequence work), so no compute goes to padding. `pack=False` is
-TRL's layout: a batch of two rows, right-padded to the longer one.
+TRL's layout, a batch of two rows right-padded to the longer one, but without TRL's attention
+mask (not needed under causal attention, see `_padded_rewards`).
 """
 from __future__ import annotations
 
@@ -71,17 +72,16 @@ def pair_rewards(model, chosen: list[int], rejected: list[int], device, pack: bo
 
 
 def _padded_rewards(model, chosen, rejected, device):
+    """Two rows, right-padded. No attention mask: under causal attention a real token never
+    sees the padding after it, so the rewards (read at each row's last real token) are the
+    same, and SDPA keeps its mask-free causal (flash) kernel."""
     import torch
 
     width = max(len(chosen), len(rejected))
-    pad = model.config.pad_token_id
-    ids = torch.full((2, width), pad, dtype=torch.long)  # (2, T)
-    mask = torch.zeros((2, width), dtype=torch.long)
+    ids = torch.full((2, width), model.config.pad_token_id, dtype=torch.long)  # (2, T)
     for i, seq in enumerate((chosen, rejected)):
         ids[i, :len(seq)] = torch.tensor(seq)
-        mask[i, :len(seq)] = 1
-    hidden = _backbone(model)(input_ids=ids.to(device), attention_mask=mask.to(device),
-                               use_cache=False).last_hidden_state
+    hidden = _backbone(model)(input_ids=ids.to(device), use_cache=False).last_hidden_state  # (2, T, H)
     last = torch.tensor([len(chosen) - 1, len(rejected) - 1], device=device)
     rewards = _head(model)(hidden[torch.arange(2, device=device), last]).squeeze(-1)  # (2,)
     return rewards[0], rewards[1]

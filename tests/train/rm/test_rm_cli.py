@@ -48,6 +48,10 @@ def test_train_rm_tiny_lands_rows_that_pass_the_gate_and_its_export_ingests_to_t
     assert len(splits) == 6
     report = run_checks(db_url, run="rm_cli")
     assert report.success, [o.description for o in report.failed]
+    from warehouse.rm_report import write_rm_report
+
+    page = write_rm_report(db_url, "rm_cli", tmp_path / "report").read_text()
+    assert "formal_p00004_full" in page and "Chat Hard" in page and (tmp_path / "report" / "scores_by_progress.png").is_file()
 
     other = tmp_path / "other.duckdb"
     shutil.copyfile(template_db, other)
