@@ -154,7 +154,11 @@ class NullPublisher:
 def _manifest(opts, ctx) -> dict:
     from train.rm.run import FINAL_EVALUATOR, PROXY_EVALUATOR
 
-    return {"run_id": ctx.run_id, "task": TASK_BUNDLED if opts.pairs is None else TASK_SEED, "agent": AGENT,
-            "base_model": opts.model, "train_pairs": len(ctx.pairs),
-            "proxy_evaluator": PROXY_EVALUATOR.format(n=len(ctx.proxy_index)), "final_evaluator": FINAL_EVALUATOR,
-            "seed": opts.seed, "notes": json.dumps(opts.sets, sort_keys=True) if opts.sets else None}
+    manifest = {"run_id": ctx.run_id, "task": TASK_BUNDLED if opts.pairs is None else TASK_SEED, "agent": AGENT,
+                "base_model": opts.model, "train_pairs": len(ctx.pairs),
+                "proxy_evaluator": PROXY_EVALUATOR.format(n=len(ctx.proxy_index)), "final_evaluator": FINAL_EVALUATOR,
+                "seed": opts.seed, "notes": json.dumps(opts.sets, sort_keys=True) if opts.sets else None}
+    if opts.reference is not None:  # --set reference=74.568936: the views read gap and ratio against it
+        manifest["reference"] = {"evaluator": FINAL_EVALUATOR, "score": opts.reference, "split": "full",
+                                 "n": len(ctx.eval_rows), "direction": "maximize", "protocol": "same-protocol reference"}
+    return manifest

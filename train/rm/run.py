@@ -72,6 +72,7 @@ class RMOptions:
     soup_device: str = "auto"  # auto: the training device; cpu: host accumulator (memory-checked)
     eval_batch_rows: int = 1
     phase: str = "formal"
+    reference: float | None = None  # a same-protocol reference final score (seed 004's: 74.568936)
     out_dir: str | None = None
     db_url: str | None = None
     export_root: str | None = None
@@ -93,7 +94,7 @@ TINY_SETTINGS = {"grad_accum": "8", "max_steps": "64", "save_at": "32", "max_len
                  "lora_rank": "16", "lora_alpha": "32", "proxy_rows": "128"}
 
 # settings whose default is None, with a value of the type they take
-NULLABLE = {"wall_clock": 0.0, "steps_per_member": 0, "grad_checkpointing": False, "pack": False}
+NULLABLE = {"wall_clock": 0.0, "steps_per_member": 0, "grad_checkpointing": False, "pack": False, "reference": 0.0}
 
 
 def apply_sets(opts: RMOptions, sets: dict) -> RMOptions:

@@ -76,8 +76,8 @@ def test_a_soup_of_two_members_exports_loads_and_scores(tiny_base, small_eval, t
     original_add = soup.RunningMean.add
     monkeypatch.setattr(soup.RunningMean, "add",
                         lambda self, sd: (merged.append({k: v.clone() for k, v in sd.items()}), original_add(self, sd))[1])
-    report = run_rm(options(tiny_base, small_eval, tmp_path / "out", members=2, steps_per_member=3, db_url=db_url),
-                    log=lambda line: None)
+    report = run_rm(options(tiny_base, small_eval, tmp_path / "out", members=2, steps_per_member=3, db_url=db_url,
+                            reference=74.568936), log=lambda line: None)
     assert [(a.progress, a.kind, a.members, a.dtype) for a in report.artifacts] == [
         (3, "full_model", 1, "bfloat16"), (6, "full_model", 2, "bfloat16")]
     assert len(merged) == 2
@@ -90,6 +90,13 @@ def test_a_soup_of_two_members_exports_loads_and_scores(tiny_base, small_eval, t
     assert not torch.equal(merged[0]["score.weight"], merged[1]["score.weight"])  # seeds 42 and 43
     finals = [e for e in report.evaluations if e["split"] == "full"]
     assert [e["progress"] for e in finals] == [3, 6] and all(0 <= e["score"] <= 100 for e in finals)
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:  # the best official final against the reference, one query
+        best = con.execute('SELECT "progress", "score", "reference_score" FROM "rm_best_final"').fetchall()
+    top = max(e["score"] for e in finals)
+    assert len(best) == 1 and best[0][1:] == (pytest.approx(top), 74.568936)
+    assert best[0][0] in [e["progress"] for e in finals if e["score"] == top]
 
 
 @pytest.mark.slow
