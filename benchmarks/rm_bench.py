@@ -10,7 +10,8 @@ random preference pairs whose chosen and rejected sides are each 512-4,096 token
 seeded); micro-batch 1, gradient accumulation 64, lr 5e-6 cosine, LoRA r128/a256/d0.05 on
 q/k/v/o/gate/up/down plus the head, gradient checkpointing (both), bf16 compute.
 
-- `ours`: `train.rm.run.train_member` (the loop `train rm` runs), then the soup:
+- `ours`: `train.rm.run.train_member` (the loop `train rm` runs: each pair packed in one row,
+  causal SDPA per sequence), then the soup:
   `soup_accumulate_export` of the trained member (merge LoRA, fold into the float32 running
   mean on the GPU, export the bf16 full model to disk), timed twice (first and second member).
 - `trl`: `trl.RewardTrainer` with `RewardConfig` at the same settings (its defaults otherwise,

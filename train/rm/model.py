@@ -3,10 +3,12 @@ reward, read at each sequence's last token), LoRA on the attention and MLP proje
 the pair encoding (chat template, left truncation, chosen and rejected in one forward).
 
 `pack=True` puts chosen and rejected in ONE row without padding, with position ids that
-restart at the second sequence; transformers then masks attention block-diagonally (and a
-varlen kernel skips the cross-sequence work), so no compute goes to padding. `pack=False` is
-TRL's layout, a batch of two rows right-padded to the longer one, but without TRL's attention
-mask (not needed under causal attention, see `_padded_rewards`).
+restart at the second sequence, and attends with the learner's packed attention
+(:mod:`train.learn.attention`: causal SDPA per sequence, so PyTorch's flash kernel and no
+[T, T] mask); no compute goes to padding. Call it, and the backward, inside
+:func:`pair_attention`. `pack=False` is TRL's layout, a batch of two rows right-padded to the
+longer one, but without TRL's attention mask (not needed under causal attention, see
+`_padded_rewards`).
 """
 from __future__ import annotations
 
@@ -87,12 +89,25 @@ def _padded_rewards(model, chosen, rejected, device):
     return rewards[0], rewards[1]
 
 
+def pair_attention(model, pack: bool):
+    """The attention the pair forward needs, for the forward AND the backward (a gradient-
+    checkpointed layer recomputes its attention during backward)."""
+    import contextlib
+
+    from train.learn.attention import packed_attention
+
+    return packed_attention(model) if pack else contextlib.nullcontext()
+
+
 def _packed_rewards(model, chosen, rejected, device):
     import torch
 
+    from train.learn.attention import boundaries, position_ids
+
+    lengths = (len(chosen), len(rejected))
     ids = torch.tensor([chosen + rejected], device=device)  # (1, Lc + Lr)
-    positions = torch.cat([torch.arange(len(chosen)), torch.arange(len(rejected))]).unsqueeze(0).to(device)
-    hidden = _backbone(model)(input_ids=ids, position_ids=positions, use_cache=False).last_hidden_state  # (1, L, H)
+    hidden = _backbone(model)(input_ids=ids, position_ids=position_ids(lengths, device),
+                              cu_seq_lens_q=boundaries(lengths), use_cache=False).last_hidden_state  # (1, L, H)
     ends = torch.tensor([len(chosen) - 1, len(chosen) + len(rejected) - 1], device=device)
     rewards = _head(model)(hidden[0, ends]).squeeze(-1)  # (2,)
     return rewards[0], rewards[1]

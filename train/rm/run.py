@@ -17,8 +17,8 @@ a running mean on the device and publishes a cumulative bf16 full-model snapshot
 
 Departures from the seed's recipe: AdamW (torch, fused on GPU) instead of bitsandbytes'
 paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights; chosen and rejected packed in
-one row without padding where a varlen attention kernel makes that pay (see
-:mod:`train.rm.model`), else padded to the longer side as TRL does.
+one row without padding, each attending causally to itself only (see :mod:`train.rm.model`),
+instead of padded to the longer side.
 
 A wall clock (`--wall-clock`, `--reserve`) bounds training at wall_clock - reserve seconds
 from the start: the run stops with reason `wall_clock_budget_exhausted` (also before a member
@@ -67,7 +67,7 @@ class RMOptions:
     wall_clock: float | None = None
     reserve: float = 0.0
     device: str = "auto"
-    pack: bool | None = None  # None: packed on CPU, and on GPU when a varlen kernel (flash-attn) is there
+    pack: bool | None = None  # None: packed (one row, no padding); False: TRL's padded two-row batch
     grad_checkpointing: bool | None = None  # None: on for CUDA
     soup_device: str = "auto"  # auto: the training device; cpu: host accumulator (memory-checked)
     eval_batch_rows: int = 1
@@ -222,14 +222,9 @@ def _setup(opts: RMOptions, log) -> Context:
 
 
 def _attention(pack: bool | None, device) -> tuple[bool, str | None]:
-    """(pack, attention implementation). Packing pays only with a varlen kernel: with sdpa on
-    GPU the block-diagonal mask is dense, so the padded layout is faster there."""
-    import importlib.util
-
-    varlen = device.type == "cuda" and importlib.util.find_spec("flash_attn") is not None
-    if pack is None:
-        pack = device.type == "cpu" or varlen
-    return pack, ("flash_attention_2" if varlen and pack else None)
+    """(pack, attention implementation to load the model with). Packed pairs attend through
+    the learner's per-sequence SDPA whatever the model was loaded with."""
+    return (True if pack is None else pack), None
 
 
 def _train(opts, ctx, clock, publisher, log):
@@ -263,7 +258,7 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     returns (model, optimizer steps finished)."""
     import torch
 
-    from train.rm.model import LoraSpec, add_lora, load_reward_model, pair_rewards
+    from train.rm.model import LoraSpec, add_lora, load_reward_model
 
     seed = opts.seed + member
     model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id, ctx.attn),
@@ -281,7 +276,7 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
             log(f"Wall clock: {opts.wall_clock:.0f} s less {opts.reserve:.0f} s reserve reached at progress "
                 f"{first_progress + step}; stopping ({STOP_WALL_CLOCK}).")
             return model, step
-        row = _update(opts, ctx, model, optimizer, params, order, pair_rewards)
+        row = _update(opts, ctx, model, optimizer, params, order)
         schedule.step()
         progress = first_progress + step + 1
         publisher.step({"step": progress, "member": member, **row})
@@ -293,20 +288,23 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     return model, opts.member_steps
 
 
-def _update(opts, ctx, model, optimizer, params, order, pair_rewards) -> dict:
+def _update(opts, ctx, model, optimizer, params, order) -> dict:
     """One optimizer step over `grad_accum` pairs: the Bradley-Terry loss, averaged."""
     import torch
     import torch.nn.functional as F
+
+    from train.rm.model import pair_attention, pair_rewards
 
     _reset_peak(ctx.device)
     start = time.perf_counter()
     loss_sum, correct = 0.0, 0
     for _ in range(opts.grad_accum):
         chosen, rejected = ctx.pairs[next(order)]
-        with _autocast(ctx.device):
-            r_chosen, r_rejected = pair_rewards(model, chosen, rejected, ctx.device, ctx.pack)
-        loss = -F.logsigmoid(r_chosen.float() - r_rejected.float())
-        (loss / opts.grad_accum).backward()
+        with pair_attention(model, ctx.pack):
+            with _autocast(ctx.device):
+                r_chosen, r_rejected = pair_rewards(model, chosen, rejected, ctx.device, ctx.pack)
+            loss = -F.logsigmoid(r_chosen.float() - r_rejected.float())
+            (loss / opts.grad_accum).backward()
         loss_sum += loss.item()
         correct += int(r_chosen.item() > r_rejected.item())
     grad_norm = torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm).item()
@@ -426,7 +424,7 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
     from ingest.rm_layout import write_evaluation_files
 
     from train.rm.artifacts import load_artifact
-    from train.rm.model import pair_rewards
+    from train.rm.model import pair_attention, pair_rewards
     from train.rm.scoring import score_rows
 
     start = time.perf_counter()
@@ -439,7 +437,7 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
         return []
     index = ctx.proxy_index if split == "proxy" else list(range(len(ctx.eval_rows)))
     rewards = {}
-    with torch.no_grad():
+    with torch.no_grad(), pair_attention(model, ctx.pack):
         for i in index:
             with _autocast(ctx.device):
                 r_c, r_r = pair_rewards(model, *ctx.eval_ids[i], ctx.device, ctx.pack)

@@ -22,7 +22,7 @@ def reward_model(tiny_base):
 
 
 def test_packed_and_padded_pairs_score_like_separate_forwards(reward_model):
-    from train.rm.model import encode, pair_rewards
+    from train.rm.model import encode, pair_attention, pair_rewards
 
     model, tokenizer = reward_model
     long = encode(tokenizer, [{"role": "user", "content": "tell me about owls please"},
@@ -30,7 +30,8 @@ def test_packed_and_padded_pairs_score_like_separate_forwards(reward_model):
     short = encode(tokenizer, [{"role": "user", "content": "owls?"}, {"role": "assistant", "content": "No."}], 512)
     with torch.no_grad():
         alone = [model(input_ids=torch.tensor([ids])).logits.item() for ids in (long, short)]
-        packed = [r.item() for r in pair_rewards(model, long, short, torch.device("cpu"), pack=True)]
+        with pair_attention(model, True):
+            packed = [r.item() for r in pair_rewards(model, long, short, torch.device("cpu"), pack=True)]
         padded = [r.item() for r in pair_rewards(model, long, short, torch.device("cpu"), pack=False)]
     assert packed == pytest.approx(alone, abs=1e-5)
     assert padded == pytest.approx(alone, abs=1e-5)
@@ -44,3 +45,19 @@ def test_left_truncation_keeps_the_answer(reward_model):
     messages = [{"role": "user", "content": "a very long question " * 20}, {"role": "assistant", "content": "the end"}]
     full, cut = encode(tokenizer, messages, 10_000), encode(tokenizer, messages, 12)
     assert len(cut) == 12 and cut == full[-12:] and "the end" in tokenizer.decode(cut)
+
+
+def test_packed_gradients_match_separate_forwards(reward_model):
+    """The backward through packed attention gives the gradients of two separate forwards."""
+    from train.rm.model import pair_attention, pair_rewards
+
+    model, _ = reward_model
+    a, b = list(range(5, 30)), list(range(40, 52))
+    head = [p for n, p in model.named_parameters() if p.requires_grad and "lora_A" in n][0]
+    with pair_attention(model, True):
+        r_a, r_b = pair_rewards(model, a, b, torch.device("cpu"), pack=True)
+        (r_a - r_b).backward()
+    packed_grad, head.grad = head.grad.clone(), None
+    (model(input_ids=torch.tensor([a])).logits - model(input_ids=torch.tensor([b])).logits).sum().backward()
+    assert torch.allclose(packed_grad, head.grad, atol=1e-6) and packed_grad.abs().sum() > 0
+    model.zero_grad(set_to_none=True)
