@@ -82,19 +82,18 @@ def run_ours(args, pairs) -> dict:
 
     from train.rm.artifacts import Retention
     from train.rm.publish import NullPublisher
-    from train.rm.run import Clock, Context, RMOptions, _attention, soup_accumulate_export, train_member
+    from train.rm.run import Clock, Context, RMOptions, soup_accumulate_export, train_member
     from train.rm.soup import RunningMean
 
     device = torch.device("cpu" if args.smoke else "cuda")
     opts = RMOptions(model=str(args.model_dir), max_steps=args.steps, grad_accum=args.grad_accum, device=device.type)
-    pack, attn = _attention(None, device)
     ctx = Context(run_id="bench", base_path=Path(args.model_dir), out_dir=Path(args.work), device=device,
                   tokenizer=SimpleNamespace(pad_token_id=0), pairs=pairs, eval_rows=[], eval_ids=[], proxy_index=[],
-                  data_errors=[], retention=Retention(), pack=pack, attn=attn)
+                  data_errors=[], retention=Retention(), pack=True)
     publisher = _StepTimes()
     _reset_peak()
     model, _ = train_member(opts, ctx, 0, 0, Clock(None, 0.0), publisher, log=lambda line: None)
-    out = _summary("ours", publisher.seconds, args.grad_accum, _peak_mib(), {"pack": pack, "attn": attn or "sdpa"})
+    out = _summary("ours", publisher.seconds, args.grad_accum, _peak_mib(), {"pack": True})
     soup = RunningMean(device)
     first_s, n_params = soup_accumulate_export(model, soup, Path(args.work) / "soup_1")
     del model

@@ -35,7 +35,7 @@ def load_tokenizer(path: Path):
     return tokenizer
 
 
-def load_reward_model(path: Path, device, seed: int, pad_token_id: int, attn: str | None = None):
+def load_reward_model(path: Path, device, seed: int, pad_token_id: int):
     """The base model with a fresh scalar head drawn from `seed` (bf16 on GPU, fp32 on CPU)."""
     import torch
     from transformers import AutoModelForSequenceClassification
@@ -44,8 +44,7 @@ def load_reward_model(path: Path, device, seed: int, pad_token_id: int, attn: st
     hf_logging.set_verbosity_error()  # "score.weight newly initialized" is the point here
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    kwargs = {"attn_implementation": attn} if attn else {}
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype, **kwargs)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)
     model.config.pad_token_id = pad_token_id
     return model.to(device)
 

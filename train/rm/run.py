@@ -182,8 +182,7 @@ class Context:
     proxy_index: list  # positions in eval_rows of the proxy subset
     data_errors: list
     retention: object
-    pack: bool = True
-    attn: str | None = None  # attention implementation; None: transformers' default (sdpa)
+    pack: bool = True  # chosen and rejected in one row (train.rm.model), else padded
     evaluations: list = field(default_factory=list)
 
 
@@ -212,19 +211,12 @@ def _setup(opts: RMOptions, log) -> Context:
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"_rm_{opts.model if opts.model == 'tiny' else 'model'}"
     out_dir = Path(opts.out_dir or f"rm_runs/{run_id}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    pack, attn = _attention(opts.pack, device)
     return Context(run_id=run_id, base_path=base_path, out_dir=out_dir, device=device, tokenizer=tokenizer,
-                   pack=pack, attn=attn,
+                   pack=opts.pack is not False,
                    pairs=[(enc(p.chosen), enc(p.rejected)) for p in pairs.rows], eval_rows=rows.rows,
                    eval_ids=[(enc(r.chosen), enc(r.rejected)) for r in rows.rows],
                    proxy_index=[i for i, r in enumerate(rows.rows) if r.id in proxy],
                    data_errors=pairs.errors + rows.errors, retention=Retention(opts.keep))
-
-
-def _attention(pack: bool | None, device) -> tuple[bool, str | None]:
-    """(pack, attention implementation to load the model with). Packed pairs attend through
-    the learner's per-sequence SDPA whatever the model was loaded with."""
-    return (True if pack is None else pack), None
 
 
 def _train(opts, ctx, clock, publisher, log):
@@ -261,7 +253,7 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     from train.rm.model import LoraSpec, add_lora, load_reward_model
 
     seed = opts.seed + member
-    model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id, ctx.attn),
+    model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id),
                      LoraSpec(opts.lora_rank, opts.lora_alpha, opts.lora_dropout))
     if opts.grad_checkpointing if opts.grad_checkpointing is not None else ctx.device.type == "cuda":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
