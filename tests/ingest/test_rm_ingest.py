@@ -218,3 +218,28 @@ def test_an_evaluation_id_that_is_not_the_file_name_fails_that_file(db_url, rm_r
     assert any("differs from the file name's 'formal_p2880_full'" in e for e in report.errors)
     assert sql(db_url, "SELECT score FROM rm_evaluations WHERE evaluation_id = "
                        "'formal_p3072_full'") == [(38.325,)]
+
+
+def test_a_file_that_breaks_midway_lands_not_at_all_and_the_others_do(db_url, rm_root,
+                                                                       monkeypatch):
+    from ingest import rm_records
+
+    real, calls = rm_records._insert, []
+
+    def flaky(con, table, row, source_id, key=()):
+        if table == "rm_artifacts":
+            calls.append(row["line_no"])
+            if len(calls) == 5:
+                raise RuntimeError("disk full")
+        return real(con, table, row, source_id, key)
+
+    monkeypatch.setattr(rm_records, "_insert", flaky)
+    report = ingest(db_url, rm_root)
+    assert report.files_failed == 1 and report.files_loaded == report.files_total - 1
+    assert any("artifacts.jsonl: could not load: disk full" in e for e in report.errors)
+    assert sql(db_url, "SELECT count(*) FROM rm_artifacts")[0][0] == 0
+    assert sql(db_url, "SELECT count(*) FROM rm_evaluations")[0][0] == 14
+    monkeypatch.setattr(rm_records, "_insert", real)
+    again = ingest(db_url, rm_root)  # the failed file is tried again, and lands
+    assert again.files_loaded == 1 and again.exit_code == 0
+    assert sql(db_url, "SELECT count(*) FROM rm_artifacts")[0][0] == 42

@@ -84,8 +84,12 @@ SELECT
     coalesce(e."receipt_sha256" = e."summary_sha256"
              AND e."receipt_size" = e."summary_size", false) AS "receipt_matches",
     e."phase" = 'formal' AND e."split" = 'full' AS "is_final",
+    -- SE / binomial SE; at a score of 0 or 100 the binomial SE is 0, so only an SE of 0
+    -- is consistent there (ratio 1), any other is off the scale (1e9)
     CASE WHEN e."score" BETWEEN 0 AND 100 AND e."n" > 0 THEN
-        e."se" / NULLIF(100 * sqrt((e."score" / 100) * (1 - e."score" / 100) / e."n"), 0)
+        CASE WHEN e."score" IN (0, 100) THEN CASE WHEN e."se" <= 1e-9 THEN 1.0 ELSE 1e9 END
+             ELSE e."se" / (100 * sqrt((e."score" / 100) * (1 - e."score" / 100) / e."n"))
+        END
     END AS "se_ratio"
 FROM "rm_evaluations" AS e
 WHERE ? IS NULL OR e."run_id" = ?

@@ -101,6 +101,9 @@ PLANTED_SQL = {
     "se of the other split's n": (
         "UPDATE rm_evaluations SET se = 2.2306 WHERE evaluation_id = 'formal_p3072_full'",
         {(11, "formal", "formal_p3072_full")}, None),
+    "a perfect score with an SE": (
+        "UPDATE rm_evaluations SET score = 100 WHERE evaluation_id = 'U-01_smoke_p4_proxy'",
+        {(11, "U-01/smoke", "U-01_smoke_p4_proxy")}, None),
     "official without a receipt": (
         "UPDATE rm_evaluations SET receipt_sha256 = NULL WHERE evaluation_id = "
         "'U-05_soup2_p128_proxy'", {(12, "U-05/soup2", "U-05_soup2_p128_proxy")}, None),
