@@ -42,6 +42,7 @@ def load_reward_model(path: Path, device, seed: int, pad_token_id: int):
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # "score.weight newly initialized" is the point here
+    hf_logging.disable_progress_bar()
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)

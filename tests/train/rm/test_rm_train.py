@@ -119,3 +119,21 @@ def test_the_wall_clock_stops_training_and_the_run_still_scores_and_publishes(ti
     receipts = sorted(p.name for p in (tmp_path / "out" / "evaluations").glob("*.complete"))
     assert receipts == ["formal_p00005_full.complete", "formal_p00005_proxy.complete",
                         "formal_p00005_proxy_rows.complete"]
+
+
+@pytest.mark.slow
+def test_a_soup_stops_before_a_member_that_would_not_fit_the_budget(tiny_base, small_eval, tmp_path, db_url,
+                                                                   monkeypatch):
+    from train.rm import run as rm_run
+    from warehouse.db import connect
+
+    monkeypatch.setattr(rm_run.Clock, "left", lambda self: 0.001)  # less than any member takes
+    monkeypatch.setattr(rm_run.Clock, "exhausted", lambda self: False)
+    report = rm_run.run_rm(options(tiny_base, small_eval, tmp_path / "out", members=3, steps_per_member=2,
+                                   db_url=db_url, wall_clock=3600, reserve=600), log=lambda line: None)
+    assert (report.stop_reason, report.steps, report.members) == ("wall_clock_budget_exhausted", 2, 1)
+    assert [(a.progress, a.members) for a in report.artifacts] == [(2, 1)]
+    with connect(db_url, read_only=True) as con:
+        budget = con.execute('SELECT "stop_reason", "steps", "members", "snapshots_published" FROM "rm_budgets"').fetchall()
+        official = con.execute('SELECT "official" FROM "rm_evaluations" WHERE "split" = \'full\'').fetchall()
+    assert budget == [("wall_clock_budget_exhausted", 2, 1, 1)] and official == [(True,)]
