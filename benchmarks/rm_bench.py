@@ -6,12 +6,13 @@ the soup's accumulate-and-export against one member's training, on ONE GPU.
 Workload (both trainers, same process order, same pairs): a randomly initialised Mistral-7B
 shape (32 layers, hidden 4096, 32/8 heads, intermediate 14336, vocab 32000; built here with
 `save_pretrained`, nothing downloaded) in bf16, loaded as a scalar sequence classifier;
-random preference pairs whose chosen and rejected sides are each 512-4,096 tokens (uniform,
-seeded); micro-batch 1, gradient accumulation 64, lr 5e-6 cosine, LoRA r128/a256/d0.05 on
+random preference pairs shaped like UltraFeedback's, a shared prompt of 256-2,048 tokens then
+two answers of 256-2,048 each, so 512-4,096 tokens a side (uniform, seeded; `--prompt-tokens
+0,0` for unrelated sides); micro-batch 1, gradient accumulation 64, lr 5e-6 cosine, LoRA r128/a256/d0.05 on
 q/k/v/o/gate/up/down plus the head, gradient checkpointing (both), bf16 compute.
 
-- `ours`: `train.rm.run.train_member` (the loop `train rm` runs: each pair packed in one row,
-  causal SDPA per sequence), then the soup:
+- `ours`: `train.rm.run.train_member` (the loop `train rm` runs: each pair packed in one row
+  as [prompt | chosen answer | rejected answer], train/rm/attention.py), then the soup:
   `soup_accumulate_export` of the trained member (merge LoRA, fold into the float32 running
   mean on the GPU, export the bf16 full model to disk), timed twice (first and second member).
 - `trl`: `trl.RewardTrainer` with `RewardConfig` at the same settings (its defaults otherwise,
@@ -68,10 +69,15 @@ def build_model(out: Path, layers: int, smoke: bool) -> Path:
     return out
 
 
-def make_pairs(n: int, lo: int, hi: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+def make_pairs(n: int, prompt: tuple[int, int], answer: tuple[int, int], seed: int = 0):
+    """n (chosen, rejected) token lists: a shared random prompt, then two random answers."""
     rng = random.Random(seed)
-    side = lambda: [rng.randrange(3, 32000) for _ in range(rng.randint(lo, hi))]  # noqa: E731
-    return [(side(), side()) for _ in range(n)]
+    tokens = lambda lo, hi: [rng.randrange(3, 32000) for _ in range(rng.randint(lo, hi))]  # noqa: E731
+    pairs = []
+    for _ in range(n):
+        shared = tokens(*prompt)
+        pairs.append((shared + tokens(*answer), shared + tokens(*answer)))
+    return pairs
 
 
 def run_ours(args, pairs) -> dict:
@@ -214,7 +220,9 @@ def parent(args) -> None:
     start = time.perf_counter()
     model_dir = build_model(Path(args.model_dir), args.layers, args.smoke)
     print(f"model ready in {time.perf_counter() - start:.0f} s: {model_dir}", flush=True)
-    pairs = make_pairs(args.steps * args.grad_accum, args.min_tokens, args.max_tokens)
+    pairs = make_pairs(args.steps * args.grad_accum, _range(args.prompt_tokens), _range(args.answer_tokens))
+    sides = [len(side) for pair in pairs for side in pair]
+    print(f"{len(pairs)} pairs, {min(sides)}-{max(sides)} tokens a side", flush=True)
     pairs_file = work / "pairs.json"
     pairs_file.write_text(json.dumps(pairs))
     results = {}
@@ -237,6 +245,11 @@ def parent(args) -> None:
         Path(args.out).write_text(json.dumps({"results": results, "ratios": report, "args": vars(args)}, indent=1))
 
 
+def _range(text: str) -> tuple[int, int]:
+    lo, hi = (int(x) for x in text.split(","))
+    return lo, hi
+
+
 def ratios(results: dict, member_steps: int) -> dict:
     ours, trl = results.get("ours"), results.get("trl")
     out = {"seed_anchor_pairs_per_s": round(SEED_PAIRS_PER_S, 2), "seed_peak_mib": SEED_PEAK_MIB}
@@ -256,8 +269,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=2, help="optimizer steps per trainer (the first is warm-up)")
     ap.add_argument("--grad-accum", type=int, default=64)
-    ap.add_argument("--min-tokens", type=int, default=512)
-    ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--prompt-tokens", default="256,2048", help="shared prompt length range (0,0: none)")
+    ap.add_argument("--answer-tokens", default="256,2048", help="each answer's length range")
     ap.add_argument("--layers", type=int, default=32, help="fewer for a quick smoke run")
     ap.add_argument("--member-steps", type=int, default=96, help="a soup member's steps (seed 004: 96)")
     ap.add_argument("--trainers", default="ours,trl")

@@ -2,11 +2,10 @@
 reward, read at each sequence's last token), LoRA on the attention and MLP projections, and
 the pair encoding (chat template, left truncation, chosen and rejected in one forward).
 
-`pack=True` puts chosen and rejected in ONE row without padding, with position ids that
-restart at the second sequence, and attends with the learner's packed attention
-(:mod:`train.learn.attention`: causal SDPA per sequence, so PyTorch's flash kernel and no
-[T, T] mask); no compute goes to padding. Call it, and the backward, inside
-:func:`pair_attention`. `pack=False` is TRL's layout, a batch of two rows right-padded to the
+`pack=True` puts the pair in ONE row without padding and with their shared prompt once:
+[prompt | chosen answer | rejected answer], each answer attending to the prompt and itself
+(:mod:`train.rm.attention`: SDPA per part, no [T, T] mask); no compute goes to padding or
+to a second copy of the prompt. Call it, and the backward, inside :func:`pair_attention`. `pack=False` is TRL's layout, a batch of two rows right-padded to the
 longer one, but without TRL's attention mask (not needed under causal attention, see
 `_padded_rewards`).
 """
@@ -94,21 +93,25 @@ def pair_attention(model, pack: bool):
     checkpointed layer recomputes its attention during backward)."""
     import contextlib
 
-    from train.learn.attention import packed_attention
+    from train.rm.attention import pair_attention as shared_prefix_attention
 
-    return packed_attention(model) if pack else contextlib.nullcontext()
+    return shared_prefix_attention(model) if pack else contextlib.nullcontext()
 
 
 def _packed_rewards(model, chosen, rejected, device):
+    """One row [prompt | chosen answer | rejected answer]: the shared prompt once."""
     import torch
 
-    from train.learn.attention import boundaries, position_ids
+    from train.rm.attention import shared_prefix
 
-    lengths = (len(chosen), len(rejected))
-    ids = torch.tensor([chosen + rejected], device=device)  # (1, Lc + Lr)
-    hidden = _backbone(model)(input_ids=ids, position_ids=position_ids(lengths, device),
-                              cu_seq_lens_q=boundaries(lengths), use_cache=False).last_hidden_state  # (1, L, H)
-    ends = torch.tensor([len(chosen) - 1, len(chosen) + len(rejected) - 1], device=device)
+    p = shared_prefix(chosen, rejected)
+    a, b = len(chosen) - p, len(rejected) - p
+    ids = torch.tensor([chosen + rejected[p:]], device=device)  # (1, P + A_c + A_r)
+    positions = torch.cat([torch.arange(p + a), torch.arange(p, p + b)]).unsqueeze(0).to(device)
+    bounds = torch.tensor([0, p, p + a, p + a + b], dtype=torch.int32)
+    hidden = _backbone(model)(input_ids=ids, position_ids=positions, cu_seq_lens_q=bounds,
+                              use_cache=False).last_hidden_state  # (1, T, H)
+    ends = torch.tensor([p + a - 1, p + a + b - 1], device=device)
     rewards = _head(model)(hidden[0, ends]).squeeze(-1)  # (2,)
     return rewards[0], rewards[1]
 

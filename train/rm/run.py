@@ -16,9 +16,9 @@ a running mean on the device and publishes a cumulative bf16 full-model snapshot
 (m+1)*S; three are retained. Only finished members enter the soup.
 
 Departures from the seed's recipe: AdamW (torch, fused on GPU) instead of bitsandbytes'
-paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights; chosen and rejected packed in
-one row without padding, each attending causally to itself only (see :mod:`train.rm.model`),
-instead of padded to the longer side.
+paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights; the pair packed in one row
+with its shared prompt once, [prompt | chosen answer | rejected answer], instead of two rows
+padded to the longer side (same rewards and gradients; :mod:`train.rm.attention`).
 
 A wall clock (`--wall-clock`, `--reserve`) bounds training at wall_clock - reserve seconds
 from the start: the run stops with reason `wall_clock_budget_exhausted` (also before a member

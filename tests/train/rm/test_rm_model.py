@@ -47,12 +47,15 @@ def test_left_truncation_keeps_the_answer(reward_model):
     assert len(cut) == 12 and cut == full[-12:] and "the end" in tokenizer.decode(cut)
 
 
-def test_packed_gradients_match_separate_forwards(reward_model):
-    """The backward through packed attention gives the gradients of two separate forwards."""
+@pytest.mark.parametrize("prefix", [0, 9])
+def test_packed_gradients_match_separate_forwards(reward_model, prefix):
+    """The backward through the pair attention (shared prompt or none) gives the gradients of
+    two separate forwards."""
     from train.rm.model import pair_attention, pair_rewards
 
     model, _ = reward_model
-    a, b = list(range(5, 30)), list(range(40, 52))
+    prompt = list(range(100, 100 + prefix))
+    a, b = prompt + list(range(5, 30)), prompt + list(range(40, 52))
     head = [p for n, p in model.named_parameters() if p.requires_grad and "lora_A" in n][0]
     with pair_attention(model, True):
         r_a, r_b = pair_rewards(model, a, b, torch.device("cpu"), pack=True)
