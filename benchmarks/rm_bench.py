@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -103,8 +104,10 @@ def run_ours(args, pairs) -> dict:
     soup = RunningMean(device)
     first_s, n_params = soup_accumulate_export(model, soup, Path(args.work) / "soup_1")
     del model
+    shutil.rmtree(Path(args.work) / "soup_1")  # 14.5 GB: the device's disk holds the base and one export
     model2, _ = _second_member(opts, ctx, train_member)
     second_s, _ = soup_accumulate_export(model2, soup, Path(args.work) / "soup_2")
+    shutil.rmtree(Path(args.work) / "soup_2")
     out.update(soup_first_member_s=round(first_s, 2), soup_accumulate_export_s=round(second_s, 2),
                soup_parameters=n_params)
     return out
