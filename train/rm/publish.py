@@ -152,7 +152,7 @@ class NullPublisher:
 
 
 def _manifest(opts, ctx) -> dict:
-    from train.rm.run import FINAL_EVALUATOR, PROXY_EVALUATOR
+    from train.rm.scoring import FINAL_EVALUATOR, PROXY_EVALUATOR
 
     manifest = {"run_id": ctx.run_id, "task": TASK_BUNDLED if opts.pairs is None else TASK_SEED, "agent": AGENT,
                 "base_model": opts.model, "train_pairs": len(ctx.pairs),

@@ -38,8 +38,6 @@ from warehouse.errors import TerminalError
 
 STOP_COMPLETED = "completed"
 STOP_WALL_CLOCK = "wall_clock_budget_exhausted"
-PROXY_EVALUATOR = "rewardbench_proxy_{n}"
-FINAL_EVALUATOR = "rewardbench_v1_score"
 
 
 @dataclass
@@ -417,7 +415,7 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
 
     from train.rm.artifacts import load_artifact
     from train.rm.model import pair_attention, pair_rewards
-    from train.rm.scoring import score_rows
+    from train.rm.scoring import FINAL_EVALUATOR, PROXY_EVALUATOR, score_rows
 
     start = time.perf_counter()
     try:

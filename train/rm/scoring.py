@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 from train.rm.data import SECTIONS
 
+PROXY_EVALUATOR = "rewardbench_proxy_{n}"  # the fixed subset of n rows
+FINAL_EVALUATOR = "rewardbench_v1_score"  # every row, four sections
+
 
 @dataclass
 class Score:
