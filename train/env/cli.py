@@ -34,12 +34,25 @@ def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, f
 @env_group.command("tasks")
 @click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
-def tasks(tasks_root: Path | None) -> None:
-    """List the tasks with their metric and leaderboard size."""
+@click.option("--format", "fmt", type=click.Choice(["tsv", "json"]), default="tsv", show_default=True)
+def tasks(tasks_root: Path | None, fmt: str) -> None:
+    """List every task under the tasks root: metric, direction, id column, targets and
+    leaderboard size. A task that cannot be read is listed with the reason, and the listing
+    goes on; the command then exits 1."""
     from train.env.tasks import describe_tasks
 
-    for line in describe_tasks(tasks_root):
-        click.echo(line)
+    rows = describe_tasks(tasks_root)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        click.echo("task\tmetric\tdirection\tid_column\ttargets\tteams")
+        for row in rows:
+            if row["error"]:
+                click.echo(f"{row['task']}\tunreadable: {row['error']}")
+            else:
+                click.echo("\t".join(str(row[k]) for k in ("task", "metric", "direction", "id_column", "targets", "teams")))
+    if any(row["error"] for row in rows):
+        raise SystemExit(1)
 
 
 def _print_pretty(record: dict) -> None:
