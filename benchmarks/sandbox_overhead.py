@@ -1,0 +1,48 @@
+"""Per-node overhead of the sandbox: the allow-list (bubblewrap) against the deny-list fallback.
+
+A node whose solution is ``pass`` runs ``--nodes`` times one after another through
+``run_job`` in each mode; the wall time per node (stage + exec + retrieve) is everything the
+sandbox costs, since the solution itself does nothing. Run on an idle machine:
+
+    python benchmarks/sandbox_overhead.py --nodes 20
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from train.env import Limits, SandboxJob, capabilities, load_task, run_job
+
+
+def per_node_seconds(task, limits: Limits, nodes: int) -> list[float]:
+    times = []
+    for _ in range(nodes):
+        job = SandboxJob(code="pass\n", public_dir=str(task.public_dir), hidden_dirs=(str(task.root.parent),),
+                         limits=limits)
+        start = time.perf_counter()
+        result = run_job(job)
+        times.append(time.perf_counter() - start)
+        assert result.outcome == "exited" and result.returncode == 0, result.term_tail
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--task", default="mini-tabular-accuracy")
+    args = parser.parse_args()
+    caps = capabilities()
+    task = load_task(args.task)
+    modes = {"deny-list fallback": Limits(allow_list=False)}
+    if caps.bwrap:
+        modes["bubblewrap allow-list"] = Limits()
+    for name, limits in modes.items():
+        per_node_seconds(task, limits, 2)  # warm the page cache and the python_dirs probe
+        times = per_node_seconds(task, limits, args.nodes)
+        print(f"{name:24s} median {statistics.median(times) * 1000:7.1f} ms/node  "
+              f"p90 {sorted(times)[int(0.9 * len(times))] * 1000:7.1f} ms  ({args.nodes} nodes)")
+
+
+if __name__ == "__main__":
+    main()
