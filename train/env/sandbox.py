@@ -19,7 +19,8 @@ session and process group, through ``_launch.py``, with:
   undo the mounts, and every process it leaves behind can be found and killed);
 - a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
 - an idle check: a node whose CPU use stays under ``idle_cpu_pct`` for ``idle_window_s``
-  is killed and reported as ``CpuIdleError``.
+  is killed and reported as ``CpuIdleError``; a node given GPUs (``train/env/gpu.py``) is
+  judged by its GPUs instead, under ``idle_gpu_pct`` for the same window: ``GpuIdleError``.
 
 Where the kernel or our privileges forbid a namespace or the uid switch, the node still runs,
 with a warning (logged once and listed in ``ExecResult.warnings``) naming what is missing.
@@ -64,6 +65,7 @@ class Limits:
     nproc: int = 128  # RLIMIT_NPROC (only per node when a uid of its own is used)
     idle_window_s: float = 120.0
     idle_cpu_pct: float = 2.0  # percent of one core
+    idle_gpu_pct: float = 1.0  # percent utilisation (NVML), mean over the node's GPUs
     sample_s: float = 0.2
     term_tail_chars: int = 4000
     max_submission_mb: int = 64
@@ -99,6 +101,10 @@ class ExecResult:
     cpu_util_mean: float | None = None
     cpu_util_peak: float | None = None
     mem_peak_gi: float | None = None
+    gpu_util: float | None = None
+    gpu_util_peak: float | None = None
+    gpu_mem_used_gi: float | None = None
+    gpu_name: str | None = None
     submission: bytes | None = None
     where: str = ""
     warnings: list[str] = field(default_factory=list)
@@ -266,7 +272,7 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     return ExecResult(outcome=watch["outcome"], returncode=watch["returncode"], term_tail=tail,
                       exc_type=_exc_type(watch, tail), exec_time=watch["wall"],
                       cpu_util_mean=watch["cpu_mean"], cpu_util_peak=watch["cpu_peak"],
-                      mem_peak_gi=watch["mem_peak_gi"])
+                      mem_peak_gi=watch["mem_peak_gi"], **watch["gpu"])
 
 
 def _argv(job: SandboxJob, workspace: Path, config: Path, caps: Capabilities, uid: int | None) -> list[str]:
@@ -345,7 +351,7 @@ def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
     limits = job.limits
     threads = str(limits.cpus)
     # A node without a GPU sees none; one with a GPU sees only its own.
-    gpu = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, job.gpus))}
+    gpu = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, job.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     return {**gpu,
         "PATH": f"{Path(limits.python).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workspace), "TMPDIR": str(workspace / "tmp"), "LANG": "C.UTF-8",
@@ -358,6 +364,10 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     """Poll the node until it exits, times out or idles; kill everything it left behind."""
     import psutil
 
+    from train.env.gpu import GpuMonitor
+
+    monitor = GpuMonitor(gpus) if gpus else None
+    judge_gpu = monitor is not None and monitor.available  # a GPU node idles on its GPUs
     start = last = time.monotonic()
     cpu_last, outcome, idle_since = 0.0, "exited", None
     peak_rss, utils = 0, []
@@ -371,11 +381,13 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
         util = max(0.0, cpu - cpu_last) / max(now - last, 1e-6) * 100  # percent of one core
         cpu_last, last, peak_rss = max(cpu, cpu_last), now, max(peak_rss, rss)
         utils.append(util)
-        idle_since = (idle_since or now) if util < limits.idle_cpu_pct else None
+        gpu_util = monitor.sample() if monitor is not None else None
+        idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu else util < limits.idle_cpu_pct
+        idle_since = (idle_since or now) if idle else None
         if now - start > limits.timeout_s:
             outcome = "timeout"
         elif idle_since is not None and now - idle_since >= limits.idle_window_s:
-            outcome = "idle"
+            outcome = "gpu_idle" if judge_gpu else "idle"
         if outcome != "exited":
             _kill_all(proc.pid, uid, psutil)
             pid, status, usage = os.wait4(proc.pid, 0)
@@ -388,7 +400,8 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     return {"outcome": outcome, "returncode": proc.returncode, "wall": round(wall, 4),
             "cpu_mean": round(100 * cpu_total / max(wall, 1e-6) / limits.cpus, 2),
             "cpu_peak": round(max(utils, default=100 * cpu_total / max(wall, 1e-6)) / limits.cpus, 2),
-            "mem_peak_gi": round(peak_rss / 2**30, 4)}
+            "mem_peak_gi": round(peak_rss / 2**30, 4),
+            "gpu": monitor.summary() if monitor is not None else {}}
 
 
 def _tree_usage(psutil, pid: int, uid: int | None) -> tuple[float, int]:
@@ -452,6 +465,8 @@ def _exc_type(watch: dict, tail: str) -> str | None:
         return "TimeoutError"
     if watch["outcome"] == "idle":
         return "CpuIdleError"
+    if watch["outcome"] == "gpu_idle":
+        return "GpuIdleError"
     rc = watch["returncode"]
     if rc == 0:
         return None
