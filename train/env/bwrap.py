@@ -9,7 +9,8 @@ The node's root is an empty tmpfs holding only
 - the Python that runs the solution and the one that runs the launcher: their ``sys.prefix``
   and ``sys.base_prefix`` (a venv and the interpreter it was made from), read-only;
 - the workspace (read-write) and the task's public files on ``./input`` (read-only);
-- a fresh ``/proc`` (of the node's pid namespace), a minimal ``/dev``, a private ``/tmp``;
+- a fresh ``/proc`` (of the node's pid namespace), a minimal ``/dev`` with its own
+  ``/dev/shm``, a private ``/tmp``;
 - for a GPU node, its ``/dev/nvidia*`` devices and ``/sys`` (read-only), which CUDA reads.
 
 Everything else on the machine (home directories, other tasks roots, the warehouse,
@@ -65,6 +66,9 @@ def argv(*, workspace: Path, public_dir: str, launcher: str, config: str, python
             binds.ro(path)
     for flag, dest in (("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp")):
         binds.mount(flag, dest)
+    # bwrap's /dev/shm is root's 0755: the node's uid could not make the POSIX semaphores
+    # multiprocessing and joblib use. Sticky and world-writable, as on the host.
+    binds.args += ["--perms", "1777", "--tmpfs", "/dev/shm"]
     for python in pythons:
         for d in python_dirs(python):
             binds.ro(d)
@@ -76,6 +80,9 @@ def argv(*, workspace: Path, public_dir: str, launcher: str, config: str, python
         for dev in sorted(glob.glob("/dev/nvidia*")):
             binds.args += ["--dev-bind", dev, dev]
         binds.ro("/sys")
+        for lib_dir in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+            if lib_dir and os.path.isdir(lib_dir):
+                binds.ro(os.path.realpath(lib_dir), lib_dir)
     namespaces = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                   "--unshare-cgroup-try", "--hostname", "sandbox"]
     if unshare_user:

@@ -115,7 +115,7 @@ def _judge(task: Task, result: ExecResult | None) -> tuple[str, str | None, Grad
         return "crashed", "CpuIdleError", none
     if result.outcome == "gpu_idle":
         return "crashed", "GpuIdleError", none
-    if result.returncode != 0:
+    if result.outcome == "memory" or result.returncode != 0:
         return "crashed", result.exc_type, none
     grade = _grade_bytes(task, result.submission)
     return grade.status, None, grade

@@ -9,7 +9,9 @@ session and process group, through ``_launch.py``, with:
   with and the system's libraries; nothing else on the machine exists for it;
 
 - a wall-clock timeout (``timeout``), and RLIMIT_CPU as a backstop;
-- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes);
+- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes); a GPU node gets
+  no RLIMIT_AS (a CUDA context reserves far more address space than it uses) and is killed
+  as ``MemoryError`` when its processes' resident memory passes ``mem_gi`` instead;
 - a fresh network namespace (no interfaces but a down loopback: no network at all) and a pid
   namespace (when the solution ends, the kernel kills and reaps all it left behind);
 - without bubblewrap (fallback, with a warning): a copy of the public data and a mount
@@ -318,7 +320,7 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
         "env": _scrubbed_env(workspace, job),
         "rlimits": {
             "RLIMIT_CPU": (int(cpu_s), int(cpu_s) + 5),
-            "RLIMIT_AS": (mem, mem),
+            "RLIMIT_AS": None if job.gpus else (mem, mem),
             "RLIMIT_FSIZE": (fsize, fsize),
             "RLIMIT_NPROC": (limits.nproc, limits.nproc) if uid is not None else None,
             "RLIMIT_CORE": (0, 0),
@@ -350,8 +352,11 @@ def _is_within(path: Path, directory: str) -> bool:
 def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
     limits = job.limits
     threads = str(limits.cpus)
-    # A node without a GPU sees none; one with a GPU sees only its own.
+    # A node without a GPU sees none; one with a GPU sees only its own, and the driver's
+    # libraries where the machine points LD_LIBRARY_PATH at them (containers often do).
     gpu = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, job.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    if job.gpus and os.environ.get("LD_LIBRARY_PATH"):
+        gpu["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
     return {**gpu,
         "PATH": f"{Path(limits.python).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workspace), "TMPDIR": str(workspace / "tmp"), "LANG": "C.UTF-8",
@@ -386,6 +391,8 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
         idle_since = (idle_since or now) if idle else None
         if now - start > limits.timeout_s:
             outcome = "timeout"
+        elif gpus and rss > limits.mem_gi * 2**30:  # RLIMIT_AS's stand-in for GPU nodes
+            outcome = "memory"
         elif idle_since is not None and now - idle_since >= limits.idle_window_s:
             outcome = "gpu_idle" if judge_gpu else "idle"
         if outcome != "exited":
@@ -467,6 +474,8 @@ def _exc_type(watch: dict, tail: str) -> str | None:
         return "CpuIdleError"
     if watch["outcome"] == "gpu_idle":
         return "GpuIdleError"
+    if watch["outcome"] == "memory":
+        return "MemoryError"
     rc = watch["returncode"]
     if rc == 0:
         return None

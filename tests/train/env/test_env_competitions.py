@@ -114,3 +114,26 @@ def test_unknown_grader_without_mlebench_is_a_clear_error(tmp_path):
                       .replace("name: accuracy", "name: map-at-5"))
     with pytest.raises(TaskLayoutError, match="'map-at-5' has no built-in equivalent.*mlebench is not installed"):
         load_task("spaceship-titanic", tmp_path / "tasks")
+
+
+@pytest.mark.slow
+def test_train_env_check_grades_a_correct_solution_of_every_twin(tmp_path, case):
+    """The whole path, through the CLI: the sandboxed node submits the sample submission
+    it finds in ./input, and the record carries the score worked out by hand."""
+    import json
+
+    from click.testing import CliRunner
+
+    from train.cli import main
+
+    code = tmp_path / "solution.py"
+    code.write_text(case("copy_sample_submission.py"))
+    for competition in COMPETITIONS:
+        twin = build_twin(tmp_path / "tasks", competition)
+        result = CliRunner().invoke(main, ["env", "check", competition, "--code", str(code), "--tasks-root",
+                                           str(tmp_path / "tasks"), "--format", "json", "--timeout", "120"])
+        assert result.exit_code == 0, result.output
+        record = json.loads(result.output)
+        assert record["status"] == "ok", (competition, record["grade_error"], record["term_tail"])
+        assert record["test_metric"] == pytest.approx(round(twin["sample_score"], 5), abs=1e-9), competition
+        assert record["humanrank"] == pytest.approx(0.55) and record["reward"] == pytest.approx(0.55)
