@@ -191,10 +191,11 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
         import shutil
         shutil.rmtree(system_tmp, ignore_errors=True)
     lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
-             for line in record["term_tail"].splitlines() if line.split(" ", 1)[0] in ("FOUND", "READABLE", "INPUT")}
+             for line in record["term_tail"].splitlines() if line.split(" ", 1)[0] in ("FOUND", "READABLE", "INPUT", "COMPLETE")}
     assert record["returncode"] == 0, record["term_tail"]
     assert lines["INPUT"] == sorted(p.name for p in task.public_dir.iterdir())  # public data is there
     if allow_list:
+        assert lines["COMPLETE"] is True  # it walked every directory it could see
         assert lines["FOUND"] == [] and lines["READABLE"] == []
     else:  # the deny-list fallback hides its own tasks root only: the rest is in reach
         assert str(bundled) in lines["READABLE"]

@@ -2,11 +2,16 @@
 # planted private answers, the warehouse file and a checkpoint directory. Prints what it found.
 import json
 import os
+import time
 
 PLANTED = json.loads('PLANTED_JSON')
 TOKEN = "TOKEN_VALUE"
 found = []
+deadline, complete = time.monotonic() + 8, True  # the deny-list fallback shows the whole machine
 for top, dirs, files in os.walk("/", onerror=lambda e: None):
+    if time.monotonic() > deadline:
+        complete = False
+        break
     if top in ("/proc", "/sys", "/dev"):
         dirs[:] = []
         continue
@@ -21,5 +26,6 @@ for path in PLANTED:
         if os.path.isdir(path) and os.access(path, os.R_OK):
             readable.append(path)
 print("FOUND", json.dumps(found))
+print("COMPLETE", json.dumps(complete))
 print("READABLE", json.dumps(readable))
 print("INPUT", json.dumps(sorted(os.listdir("input"))))
