@@ -35,6 +35,9 @@ SCORE_DECIMALS = 5
 # pandas 3 deprecates as its default; scores are rounded to 5 decimals either way.)
 CSV_OPTIONS = {"keep_default_na": False, "na_values": [""]}
 PROBABILITY_ROW_TOLERANCE = 1e-6  # spooky-author-identification's grade.py ``tolerance``
+# Competitions whose grade.py refuses probability rows that do not sum to one; elsewhere a
+# multi-class log loss renormalises them.
+ROW_SUM_CHECKED = {"spooky-author-identification"}
 
 
 class InvalidSubmission(Exception):
@@ -207,7 +210,7 @@ def score_submission(task: Task, submission: Path) -> float:
         pred = _as_float(sub[targets])
         truth = truth.astype(float)
     if task.metric in PROBABILITY_METRICS:
-        _check_probabilities(pred, multiclass=task.metric == "logloss" and len(targets) > 1)
+        _check_probabilities(pred, rows_sum_to_one=task.name in ROW_SUM_CHECKED)
     if len(targets) == 1:
         truth, pred = truth[:, 0], pred[:, 0]
     return METRICS[task.metric](truth, pred)
@@ -226,14 +229,14 @@ def _run_grade_fn(grade_fn, sub, answers) -> float:
     return score
 
 
-def _check_probabilities(pred, multiclass: bool) -> None:
+def _check_probabilities(pred, rows_sum_to_one: bool) -> None:
     """MLE-bench's checks: probabilities in [0, 1] (dogs-vs-cats, aerial-cactus, spooky), and
-    one-hot rows summing to one within 1e-6 (spooky's grade.py)."""
+    rows summing to one within 1e-6 (spooky's grade.py)."""
     import numpy as np
 
     if ((pred < 0) | (pred > 1)).any():
         raise InvalidSubmission("probabilities must lie between 0 and 1")
-    if multiclass and not np.isclose(pred.sum(axis=1), 1, atol=PROBABILITY_ROW_TOLERANCE).all():
+    if rows_sum_to_one and pred.ndim == 2 and not np.isclose(pred.sum(axis=1), 1, atol=PROBABILITY_ROW_TOLERANCE).all():
         raise InvalidSubmission("each row's probabilities must sum to one")
 
 
