@@ -38,7 +38,8 @@ def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, e
 @env_group.command("tasks")
 @click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "json"]), default="tsv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["tsv", "json"]), default="tsv", show_default=True,
+              help="Tab-separated lines with a header, or a JSON list of rows.")
 def tasks(tasks_root: Path | None, fmt: str) -> None:
     """List every task under the tasks root: metric, direction, id column, targets and
     leaderboard size. A task that cannot be read is listed with the reason, and the listing

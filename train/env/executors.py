@@ -68,12 +68,17 @@ class RayExecutor:
     def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
         import ray
 
-        return ray.get([self._remote.remote(job) for job in jobs])
+        # A GPU node asks Ray for its GPUs when the cluster has any (else it would wait forever).
+        has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+        return ray.get([self._remote.options(num_gpus=job.gpu_request).remote(job)
+                        if has_gpus and job.gpu_request > 0 else self._remote.remote(job) for job in jobs])
 
 
 def _run_on_ray(job: SandboxJob) -> ExecResult:
     import ray
 
+    if job.gpu_request > 0 and ray.get_gpu_ids():
+        job = dataclasses.replace(job, gpus=tuple(int(g) for g in ray.get_gpu_ids()))
     result = run_job(job)
     result.where = f"ray:{ray.util.get_node_ip_address()}:{os.getpid()}"
     return result
