@@ -248,7 +248,7 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     config = workspace.parent / "launch.json"
     status_read, status_write = os.pipe() if caps.bwrap else (None, None)
     config.write_text(json.dumps(_launch_config(job, workspace, uid, caps, status_write)))
-    argv = _argv(job, workspace, config, caps, uid)
+    argv = _argv(job, workspace, config, caps)
     try:
         with open(output, "wb") as out:
             try:
@@ -277,7 +277,7 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
                       mem_peak_gi=watch["mem_peak_gi"], **watch["gpu"])
 
 
-def _argv(job: SandboxJob, workspace: Path, config: Path, caps: Capabilities, uid: int | None) -> list[str]:
+def _argv(job: SandboxJob, workspace: Path, config: Path, caps: Capabilities) -> list[str]:
     if not caps.bwrap:
         return [sys.executable, str(LAUNCHER), str(config)]
     from train.env import bwrap
