@@ -109,6 +109,7 @@ def load_task(name: str, tasks_root: str | Path | None = None) -> Task:
     for needed in (prepared / "public", prepared / "private", task_dir / "leaderboard.csv"):
         if not needed.exists():
             raise TaskLayoutError(f"Task {name!r} has no {needed.relative_to(root)}; see train/env/tasks.py for the layout.")
+    _leaderboard_scores(task_dir / "leaderboard.csv")  # a broken board fails here, not mid-run
     grader = _grader_config(task_dir)
     sample = grader.pop("sample_submission", None)
     columns = _submission_columns(task_dir, prepared, grader, sample)
@@ -243,11 +244,15 @@ def _header(path: Path) -> list[str]:
 def _leaderboard_scores(path: Path) -> list[float]:
     if not path.is_file():
         raise TaskLayoutError(f"{path} is missing.")
+    scores = []
     with open(path, newline="") as fh:
-        try:
-            scores = [float(row["score"]) for row in csv.DictReader(fh) if row.get("score") not in (None, "")]
-        except ValueError as exc:
-            raise TaskLayoutError(f"{path}: a score is not a number ({exc}).") from None
+        for line_no, row in enumerate(csv.DictReader(fh), start=2):
+            if row.get("score") in (None, ""):
+                continue
+            try:
+                scores.append(float(row["score"]))
+            except ValueError:
+                raise TaskLayoutError(f"{path}:{line_no}: score {row['score']!r} is not a number.") from None
     if not scores:
         raise TaskLayoutError(f"{path} has no scores.")
     return scores
