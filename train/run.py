@@ -57,6 +57,7 @@ class RunOptions:
     decision_steps: tuple = ()  # print the decision rule's reading after these steps
     sets: dict = field(default_factory=dict)
     exec_workers: int | None = None
+    exec_gpus: tuple | None = None  # GPUs for nodes that declare one; None: those the policy leaves
     tiny_cache: str | None = None
     run_id: str | None = None
     first_round: int | None = None  # default: 1, or the resume step + 1
@@ -325,8 +326,28 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy
                               softmax_temperature=knobs.softmax_temperature)
     return RoundContext(tasks=tasks, backend=make_backend(opts, arm, knobs, policy), sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
-                        executor=LocalExecutor(opts.exec_workers), limits=Limits(timeout_s=knobs.exec_timeout_s),
+                        executor=LocalExecutor(opts.exec_workers, gpus=exec_gpus(opts, log)),
+                        limits=Limits(timeout_s=knobs.exec_timeout_s),
                         progress=None if opts.quiet or monitor is not None else log, monitor=monitor)
+
+
+def exec_gpus(opts: RunOptions, log) -> list[int]:
+    """--exec-gpus, else every GPU of the machine the policy's ranks do not use."""
+    if opts.exec_gpus is not None:
+        return list(opts.exec_gpus)
+    from train.distributed import launched_world
+    from train.env.gpu import default_exec_gpus
+
+    if opts.device == "cpu":
+        policy = set()
+    elif opts.device.startswith("cuda:"):
+        policy = {int(opts.device.split(":", 1)[1])}
+    else:  # cuda / auto: each rank on its local index (a plain process: GPU 0)
+        policy = set(range(launched_world()[1]))
+    gpus = default_exec_gpus(policy)
+    if gpus:
+        log(f"Nodes that declare a GPU run on GPU {', '.join(map(str, gpus))} (--exec-gpus to change).")
+    return gpus
 
 
 def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
