@@ -74,6 +74,8 @@ def upsert_round(con, run_id: str, round: int, source_path: str | None) -> None:
 RUN_COLUMNS = ("run_id", "question_id", "arm", "kind", "wandb_run", "resumed_from_run",
                "resumed_from_step", "lost", "started_at", "source_path", "model", "seed",
                "overrides", "notes")
+_RUN_COLS = ", ".join(qi(c) for c in RUN_COLUMNS)
+_RUN_MARKS = ", ".join("?" for _ in RUN_COLUMNS)
 
 
 def upsert_run(con, run: dict) -> None:
@@ -83,6 +85,21 @@ def upsert_run(con, run: dict) -> None:
     `resumed_from_run`/`resumed_from_step`, `started_at` defaults to the run id's timestamp,
     `kind` to "unknown" and `lost` to false.
     """
+    con.execute(f"INSERT OR REPLACE INTO runs ({_RUN_COLS}) VALUES ({_RUN_MARKS})", _run_values(run))
+
+
+def insert_new_run(con, run: dict) -> bool:
+    """Insert the `runs` row of a new run; False (and nothing written) when the id is taken.
+
+    Inside the caller's transaction, so the check and the insert are one step: the warehouse
+    file admits one writing process at a time, and the primary key refuses a second row.
+    """
+    inserted = con.execute(f"INSERT INTO runs ({_RUN_COLS}) SELECT {_RUN_MARKS} WHERE NOT EXISTS "
+                           "(SELECT 1 FROM runs WHERE run_id = ?)", [*_run_values(run), run["run_id"]]).fetchone()
+    return bool(inserted and inserted[0])
+
+
+def _run_values(run: dict) -> list:
     row = dict(run)
     resumed = row.pop("resumed_from", None) or {}
     row.setdefault("resumed_from_run", resumed.get("run"))
@@ -92,21 +109,20 @@ def upsert_run(con, run: dict) -> None:
     row.setdefault("started_at", started_at(row["run_id"]))
     if isinstance(row.get("overrides"), dict):
         row["overrides"] = json.dumps(row["overrides"])
-    values = [row.get(col) for col in RUN_COLUMNS]
-    cols = ", ".join(qi(c) for c in RUN_COLUMNS)
-    marks = ", ".join("?" for _ in RUN_COLUMNS)
-    con.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", values)
+    return [row.get(col) for col in RUN_COLUMNS]
 
 
-_STAMP = re.compile(r"^(\d{8}_\d{6})")
+_STAMP = re.compile(r"^(\d{8}_\d{6})(_\d{6}(?!\d))?")
 
 
 def started_at(run_id: str) -> datetime | None:
-    """The timestamp a run id starts with (`20260701_231713...`), else None."""
+    """The timestamp a run id starts with (`20260701_231713...`, or to the microsecond
+    `20261201_021530_123456...` as `train run` names runs), else None."""
     match = _STAMP.match(run_id)
     if not match:
         return None
     try:
-        return datetime.strptime(match.group(1), "%Y%m%d_%H%M%S")
+        return datetime.strptime("".join(filter(None, match.groups())),
+                                 "%Y%m%d_%H%M%S_%f" if match.group(2) else "%Y%m%d_%H%M%S")
     except ValueError:
         return None

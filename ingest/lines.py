@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 
 BOM = b"\xef\xbb\xbf"
-MAX_LINE_BYTES = 32 * 1024 * 1024  # a node line over this is rejected (bounded memory)
+MAX_LINE_BYTES = 256 * 1024 * 1024  # a line over this is rejected (bounds memory; a 50 MB line of 1.8 M token ids lands)
 
 
 @dataclass

@@ -350,6 +350,11 @@ class _Walker:
     def fail(self, job: FileJob, reason: str) -> None:
         self.report.files_failed += 1
         self.report.errors.append(f"{job.path}: {reason}")
+        self._record_problem(job, reason)
+
+    def _record_problem(self, job: FileJob, reason: str) -> None:
+        """The entry's `sources` row (error set, so a later ingest looks again) and its line-0
+        ingest_errors row."""
         self._tick(job, 0)
         if (self.known.get(job.path) or (None,) * 6)[5] == reason:
             return None  # recorded exactly so last time: leave the warehouse as it is
@@ -371,9 +376,14 @@ class _Walker:
         return None
 
     def problem(self, problem: Problem) -> None:
-        job = FileJob(problem.path, "unreadable", 0, 0, run_id=problem.run_id)
+        job = FileJob(problem.path, "skipped" if problem.skipped else "unreadable", 0, 0,
+                      run_id=problem.run_id)
         self.report.files_total += 1
-        self.fail(job, problem.reason)
+        if not problem.skipped:
+            return self.fail(job, problem.reason)
+        # skipped on purpose: nothing of the root is lost, so a warning, not a failure
+        self.report.warnings.append(f"skipped {problem.path}: {problem.reason}")
+        self._record_problem(job, f"skipped: {problem.reason}")
 
 
 def _land(con, job: FileJob, source, key: int, staged) -> None:

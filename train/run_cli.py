@@ -43,7 +43,9 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override an arm or run setting for this run (recorded on the run row), e.g. --set response_cap=4096.")
 @click.option("--exec-workers", type=int, default=None, help="Parallel node executions (default: CPU count).")
-@click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
+@click.option("--run-id", default=None,
+              help="Run id (default: <UTC time to the microsecond>_<random hex>_<arm>). "
+                   "Refused when the warehouse already has a run with this id.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes (GPUs) for the update: N > 1 starts N ranks through torch's launcher, "
                    "as torchrun --standalone --nproc-per-node N does (FSDP; rank 0 generates).")
