@@ -13,36 +13,47 @@ from warehouse.db import quote_identifier as qi
 
 TASK_ROUND_FLAGS = ("summary_present", "node_file_present", "has_tree", "has_transcript")
 
+def refresh_sibling_groups(con, task_rounds: list[tuple[str, int, str]]) -> None:
+    """Recompute the sibling_groups rows of these (run, round, task)s from their nodes; one
+    statement for them all (a statement per task-round would scan `nodes` once each)."""
+    distinct = list(dict.fromkeys(task_rounds))
+    keys = ", ".join("(CAST(? AS VARCHAR), CAST(? AS INTEGER), CAST(? AS VARCHAR))"
+                     for _ in distinct)
+    params = [v for key in distinct for v in key]
+    tr = f"(VALUES {keys}) AS tr(run_id, round, task)"
+    con.execute(f"DELETE FROM sibling_groups AS s USING {tr} WHERE s.run_id = tr.run_id "
+                "AND s.round = tr.round AND s.task = tr.task", params)
+    con.execute(SIBLING_GROUPS_SQL.format(task_rounds=tr), params)
+
+
 SIBLING_GROUPS_SQL = """
 INSERT INTO sibling_groups (run_id, round, task, sibling_group, expansion_step, parent_id, size,
                             source_id)
 WITH n AS (
-  SELECT * FROM nodes WHERE run_id = $run AND round = $round AND task = $task
-    AND sibling_group IS NOT NULL
+  SELECT nodes.* FROM nodes JOIN {task_rounds} USING (run_id, round, task)
+  WHERE sibling_group IS NOT NULL
 ),
 -- 002 records carry the expansion index in `step`; 000 records say 0 everywhere, so there
 -- the order of first appearance in the file is the expansion index.
-steps_vary AS (SELECT count(DISTINCT coalesce(step, -1)) > 1 AS vary FROM n),
+steps_vary AS (
+  SELECT run_id, round, task, count(DISTINCT coalesce(step, -1)) > 1 AS vary
+  FROM n GROUP BY run_id, round, task
+),
 g AS (
-  SELECT sibling_group, count(*) AS size, min(step) AS min_step, min(source_id) AS source_id,
+  SELECT run_id, round, task, sibling_group, count(*) AS size, min(step) AS min_step,
+         min(source_id) AS source_id,
          min(CAST(source_id AS BIGINT) * 1000000000 + line_no) AS first_pos,
          CASE WHEN count(parent_id) = count(*) AND count(DISTINCT parent_id) = 1
               THEN min(parent_id) END AS parent_id
-  FROM n GROUP BY sibling_group
+  FROM n GROUP BY run_id, round, task, sibling_group
 )
-SELECT $run, $round, $task, sibling_group,
-       CASE WHEN (SELECT vary FROM steps_vary) THEN min_step
-            ELSE CAST(row_number() OVER (ORDER BY first_pos) - 1 AS INTEGER) END,
+SELECT g.run_id, g.round, g.task, sibling_group,
+       CASE WHEN v.vary THEN min_step
+            ELSE CAST(row_number() OVER (PARTITION BY g.run_id, g.round, g.task
+                                         ORDER BY first_pos) - 1 AS INTEGER) END,
        parent_id, size, source_id
-FROM g
+FROM g JOIN steps_vary AS v USING (run_id, round, task)
 """
-
-
-def refresh_sibling_groups(con, run_id: str, round: int, task: str) -> None:
-    params = {"run": run_id, "round": round, "task": task}
-    con.execute("DELETE FROM sibling_groups WHERE run_id = $run AND round = $round "
-                "AND task = $task", params)
-    con.execute(SIBLING_GROUPS_SQL, params)
 
 
 def upsert_task_round(con, run_id: str, round: int, task: str, values: dict) -> None:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ingest import load
+from ingest import derive, load
 from ingest.discover import FileJob, Layout, Problem, discover
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
@@ -275,25 +275,34 @@ class _Walker:
             return whole_text(data)
         return split_lines(data, self.max_line_bytes)
 
-    def land_group(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
+    def land_group(self, keyed: list[tuple[int, FileJob, str]], staged, at_once: bool = True) -> list:
         """Land the files of `keyed` in one transaction; returns the files still to land.
 
         One commit per group rather than per file: each commit writes its rows to DuckDB's
         WAL, and committing a batch at once costs a third as much. Every file is still fully
         in or fully out. When file k raises, the group rolls back, files before k land again
         in one transaction, file k is failed exactly as a transaction of its own would have
-        failed, and the files after it are returned to be landed next.
+        failed, and the files after it are returned to be landed next. Node files land
+        `at_once` (`_land_nodes_at_once`); when that raises, the group is landed again file
+        by file to find the file that breaks it.
         """
         first_id, landed = self.next_id, []
+        at_once = at_once and len(keyed) > 1 and keyed[0][1].kind == "nodes"
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for key, job, digest in keyed:
-                landed.append(self._land_one(key, job, digest, staged))
+            if at_once:
+                landed = self._land_nodes_at_once(keyed, staged)
+            else:
+                for key, job, digest in keyed:
+                    landed.append(self._land_one(key, job, digest, staged))
         except BaseException as exc:
             self.con.execute("ROLLBACK")
             if not isinstance(exc, Exception):  # Ctrl-C: every file of the group is out
                 raise
-            self.next_id, k = first_id, len(landed)
+            self.next_id = first_id
+            if at_once:
+                return self.land_group(keyed, staged, at_once=False)
+            k = len(landed)
             before = keyed[:k]
             while before:
                 before = self.land_group(before, staged)
@@ -306,14 +315,27 @@ class _Walker:
         return []
 
     def _land_one(self, key: int, job: FileJob, digest: str, staged) -> tuple[int, int, int]:
-        source_id, existed = self.claim(job.path)
-        rows, rejected = staged.rows[key], len(staged.errors[key])
-        source = open_source(self.con, source_id=source_id, existed=existed, path=job.path,
-                             kind=job.kind, run_id=job.run_id, round=job.round, task=job.task,
-                             size_bytes=job.size, mtime_ns=job.mtime_ns, digest=digest,
-                             rows=rows, rejected=rejected)
+        source = self._open(key, job, digest, staged)
         _land(self.con, job, source, key, staged)
-        return source_id, rows, rejected
+        return source.source_id, staged.rows[key], len(staged.errors[key])
+
+    def _open(self, key: int, job: FileJob, digest: str, staged):
+        source_id, existed = self.claim(job.path)
+        return open_source(self.con, source_id=source_id, existed=existed, path=job.path,
+                           kind=job.kind, run_id=job.run_id, round=job.round, task=job.task,
+                           size_bytes=job.size, mtime_ns=job.mtime_ns, digest=digest,
+                           rows=staged.rows[key], rejected=len(staged.errors[key]))
+
+    def _land_nodes_at_once(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
+        """The node files of a group: their sources rows, then all their nodes and payloads
+        in one INSERT each, then each file's derived rows."""
+        sources = {key: self._open(key, job, digest, staged) for key, job, digest in keyed}
+        load.insert_nodes(self.con, sources)
+        derive.refresh_sibling_groups(self.con, [(s.run_id, s.round, s.task) for s in sources.values()])
+        for key, job, _ in keyed:
+            load.derive_nodes(self.con, sources[key], key, staged, job.round_path)
+        return [(sources[key].source_id, staged.rows[key], len(staged.errors[key]))
+                for key, _, _ in keyed]
 
     def _landed(self, job: FileJob, key: int, staged, digest: str, source_id: int, rows: int,
                 rejected: int) -> None:
