@@ -76,6 +76,25 @@ def upsert_task_round(con, run_id: str, round: int, task: str, values: dict) -> 
                 [*key, *row.values(), *key])
 
 
+def mark_node_files(con, task_rounds: list[tuple[str, int, str, int]]) -> None:
+    """`node_file_present` and `node_source_id` on these (run, round, task, source_id)s,
+    inserting the task-rounds not there yet; one statement each for them all. A task-round
+    listed twice keeps its last source, as an upsert per file would."""
+    last = {(run, rnd, task): source_id for run, rnd, task, source_id in task_rounds}
+    marks = ", ".join("(CAST(? AS VARCHAR), CAST(? AS INTEGER), CAST(? AS VARCHAR), CAST(? AS BIGINT))"
+                      for _ in last)
+    params = [v for key, source_id in last.items() for v in (*key, source_id)]
+    v = f"(VALUES {marks}) AS v(run_id, round, task, source_id)"
+    same = "t.run_id = v.run_id AND t.round = v.round AND t.task = v.task"
+    con.execute(f"UPDATE task_rounds AS t SET node_file_present = true, node_source_id = v.source_id "
+                f"FROM {v} WHERE {same}", params)
+    flags = [flag for flag in TASK_ROUND_FLAGS if flag != "node_file_present"]
+    cols = ", ".join(qi(c) for c in ("run_id", "round", "task", *flags, "node_file_present", "node_source_id"))
+    con.execute(f"INSERT INTO task_rounds ({cols}) SELECT v.run_id, v.round, v.task, "
+                f"{', '.join('false' for _ in flags)}, true, v.source_id FROM {v} "
+                f"WHERE NOT EXISTS (SELECT 1 FROM task_rounds AS t WHERE {same})", params)
+
+
 def upsert_round(con, run_id: str, round: int, source_path: str | None) -> None:
     con.execute("INSERT INTO rounds (run_id, round, source_path) SELECT ?, ?, ? WHERE NOT EXISTS "
                 "(SELECT 1 FROM rounds WHERE run_id = ? AND round = ?)",

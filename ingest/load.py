@@ -111,6 +111,7 @@ def land_nodes(con, source: Source, key: int, staged: Staged, round_path: str | 
     """A task-round's node records -> nodes + node_payloads (+ groups, task_round, round)."""
     insert_nodes(con, {key: source})
     derive.refresh_sibling_groups(con, [(source.run_id, source.round, source.task)])
+    derive.mark_node_files(con, [(source.run_id, source.round, source.task, source.source_id)])
     derive_nodes(con, source, key, staged, round_path)
 
 
@@ -133,12 +134,10 @@ def insert_nodes(con, sources: dict[int, Source]) -> None:
 
 
 def derive_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
-    """What a node source's rows imply beyond its sibling groups (`derive.refresh_sibling_groups`,
-    after the nodes): its task-round, round and errors."""
-    run_id, rnd, task = source.run_id, source.round, source.task
-    derive.upsert_task_round(con, run_id, rnd, task,
-                             {"node_file_present": True, "node_source_id": source.source_id})
-    derive.upsert_round(con, run_id, rnd, round_path)
+    """What a node source implies beyond its sibling groups and task-round (set for many
+    sources at once by `derive.refresh_sibling_groups` and `derive.mark_node_files`): its
+    round and its errors."""
+    derive.upsert_round(con, source.run_id, source.round, round_path)
     record_errors(con, source, staged.reasons(key))
 
 

@@ -332,6 +332,7 @@ class _Walker:
         sources = {key: self._open(key, job, digest, staged) for key, job, digest in keyed}
         load.insert_nodes(self.con, sources)
         derive.refresh_sibling_groups(self.con, [(s.run_id, s.round, s.task) for s in sources.values()])
+        derive.mark_node_files(self.con, [(s.run_id, s.round, s.task, s.source_id) for s in sources.values()])
         for key, job, _ in keyed:
             load.derive_nodes(self.con, sources[key], key, staged, job.round_path)
         return [(sources[key].source_id, staged.rows[key], len(staged.errors[key]))
