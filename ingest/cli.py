@@ -127,6 +127,8 @@ def _print_report(report, seconds: float, quiet: bool) -> None:
     mb = report.bytes_read / 1e6
     click.echo(
         f"{report.runs} runs, {report.files_total} files: {report.files_loaded} loaded, "
-        f"{report.files_skipped} unchanged, {report.files_failed} failed; {report.rows:,} rows "
+        f"{report.files_skipped} unchanged, {report.files_failed} failed"
+        + (f", {report.entries_skipped} skipped (see the warnings)" if report.entries_skipped else "")
+        + f"; {report.rows:,} rows "
         f"landed, {report.rows_rejected:,} rejected; {mb:.1f} MB in {seconds:.1f} s "
         f"({mb / max(seconds, 1e-9):.1f} MB/s)")

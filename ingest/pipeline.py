@@ -32,6 +32,7 @@ class IngestReport:
     files_loaded: int = 0
     files_skipped: int = 0
     files_failed: int = 0
+    entries_skipped: int = 0     # second names of a file, round_x directories, link cycles
     rows: int = 0
     rows_rejected: int = 0       # over every file of the roots, skipped ones included
     bytes_total: int = 0
@@ -405,6 +406,7 @@ class _Walker:
         if not problem.skipped:
             return self.fail(job, problem.reason)
         # skipped on purpose: nothing of the root is lost, so a warning, not a failure
+        self.report.entries_skipped += 1
         self.report.warnings.append(f"skipped {problem.path}: {problem.reason}")
         self._record_problem(job, f"skipped: {problem.reason}")
 

@@ -94,6 +94,7 @@ def test_directory_symlink_cycles_inside_a_round_are_reported(ingested):
 def test_skipped_entries_are_warnings_not_failures_and_a_rerun_changes_nothing(ingested, tmp_path):
     url, report, run = ingested
     assert report.files_failed == 0 and report.exit_code == 0 and not report.errors
+    assert report.entries_skipped == 4  # b__1.jsonl, round_x, up, here
     before = rows(url, "SELECT path, reason FROM ingest_errors ORDER BY ALL")
     again = ingest_roots(url, [run.parent], [run.parent.parent / "manifest.toml"])
     assert again.files_loaded == 0 and again.exit_code == 0
