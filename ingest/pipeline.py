@@ -19,7 +19,8 @@ from ingest.discover import FileJob, Layout, Problem, discover
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
-from ingest.sources import content_hash, known_sources, open_source, record_errors, touch_source
+from ingest.sources import (content_hash, known_sources, open_source, open_sources, record_errors,
+                            touch_source)
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -321,16 +322,20 @@ class _Walker:
         return source.source_id, staged.rows[key], len(staged.errors[key])
 
     def _open(self, key: int, job: FileJob, digest: str, staged):
+        return open_source(self.con, **self._source_spec(key, job, digest, staged))
+
+    def _source_spec(self, key: int, job: FileJob, digest: str, staged) -> dict:
         source_id, existed = self.claim(job.path)
-        return open_source(self.con, source_id=source_id, existed=existed, path=job.path,
-                           kind=job.kind, run_id=job.run_id, round=job.round, task=job.task,
-                           size_bytes=job.size, mtime_ns=job.mtime_ns, digest=digest,
-                           rows=staged.rows[key], rejected=len(staged.errors[key]))
+        return dict(source_id=source_id, existed=existed, path=job.path, kind=job.kind,
+                    run_id=job.run_id, round=job.round, task=job.task, size_bytes=job.size,
+                    mtime_ns=job.mtime_ns, digest=digest, rows=staged.rows[key],
+                    rejected=len(staged.errors[key]), error=None)
 
     def _land_nodes_at_once(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
         """The node files of a group: their sources rows, then all their nodes and payloads
         in one INSERT each, then each file's derived rows."""
-        sources = {key: self._open(key, job, digest, staged) for key, job, digest in keyed}
+        specs = [self._source_spec(key, job, digest, staged) for key, job, digest in keyed]
+        sources = dict(zip((key for key, _, _ in keyed), open_sources(self.con, specs)))
         load.insert_nodes(self.con, sources)
         derive.refresh_sibling_groups(self.con, [(s.run_id, s.round, s.task) for s in sources.values()])
         derive.mark_node_files(self.con, [(s.run_id, s.round, s.task, s.source_id) for s in sources.values()])
