@@ -1,6 +1,7 @@
 """Ingest benchmark: our `warehouse ingest` against DuckDB's raw read_json and a naive loader.
 
     python benchmarks/ingest_bench.py [--size-mb 500] [--naive-mb 100] [--repeat N] [--work DIR]
+    python benchmarks/ingest_bench.py --sweep [--sweep-mb 60] [--repeat N] [--work DIR]
 
 Generates a 000-style root of 2-12 MB node files (`ingest.sample.write_bench_root`), then
 measures, in the same run and each in its own process (so peak RSS is that stage's own):
@@ -14,6 +15,12 @@ measures, in the same run and each in its own process (so peak RSS is that stage
 
 Targets (issue 3): ours >= 0.7 x read_json and >= 10 x naive, peak RSS < 2 GB, re-ingest
 < 2 s, warehouse <= raw bytes.
+
+`--sweep`: the cost is partly per file, so the ratio to read_json depends on the file size.
+For node files of about 0.6, 1.4, 3 and 8 MB (the seeds' rounds are 2.6-11 MB for 4 tasks,
+so their node files are 0.6-3 MB), a root of `--sweep-mb` MB each: ours and read_json on
+the same files (interleaved `--repeat` times; the median ratio), and both peak RSS.
+Target (issue 15): ours >= 0.7 x read_json at every size.
 """
 from __future__ import annotations
 
@@ -126,15 +133,15 @@ def _in_child(target, *args) -> dict:
 
 # --- the run ---------------------------------------------------------------------------------
 
-def ensure_root(work: Path, size_mb: float, seed: int) -> Path:
+def ensure_root(work: Path, size_mb: float, seed: int, file_mb: float | None = None) -> Path:
     from ingest.sample import write_bench_root
 
-    root = work / f"root_{int(size_mb)}mb_seed{seed}"
+    root = work / (f"root_{int(size_mb)}mb_seed{seed}" + (f"_files{file_mb}mb" if file_mb else ""))
     marker = root / ".complete"
     if not marker.exists():
         shutil.rmtree(root, ignore_errors=True)
         started = time.perf_counter()
-        write_bench_root(root, target_mb=size_mb, seed=seed)
+        write_bench_root(root, target_mb=size_mb, seed=seed, file_mb=file_mb)
         marker.write_text("ok")
         print(f"generated {root} in {time.perf_counter() - started:.0f} s")
     return root
@@ -187,6 +194,47 @@ def run(size_mb: float, naive_mb: float, work: Path, seed: int, repeat: int = 1)
     }
 
 
+SWEEP_FILE_MB = (0.6, 1.4, 3.0, 8.0)
+
+
+def sweep(total_mb: float, work: Path, seed: int, repeat: int = 1) -> list[dict]:
+    """Per node-file size: ours and read_json on the same root of `total_mb` MB."""
+    out = []
+    for file_mb in SWEEP_FILE_MB:
+        root = ensure_root(work, total_mb, seed, file_mb)
+        files = _files(root)
+        raw_mb = sum(os.path.getsize(f) for f in files) / 1e6
+        dbs = {name: work / f"sweep_{name}.duckdb" for name in ("ours", "read_json")}
+        rounds = []
+        for _ in range(repeat):  # interleaved, so a burst of load on the machine hits both
+            for db in dbs.values():
+                for suffix in ("", ".wal"):
+                    Path(str(db) + suffix).unlink(missing_ok=True)
+            ceiling = _in_child(stage_read_json, files, str(dbs["read_json"]))
+            ours = _in_child(stage_ours, str(root), str(dbs["ours"]))
+            rounds.append((ceiling, ours))
+        ratios = sorted(c["seconds"] / o["seconds"] for c, o in rounds)
+        ceiling, ours = rounds[-1]
+        out.append({"file_mb": raw_mb / len(files), "files": len(files), "raw_mb": raw_mb,
+                    "ours_mb_s": raw_mb / ours["seconds"], "read_json_mb_s": raw_mb / ceiling["seconds"],
+                    "ratio": statistics.median(ratios), "ratios": ratios,
+                    "cpu_ratio": statistics.median(c["cpu"] / o["cpu"] for c, o in rounds),
+                    "ours_rss_mb": max(o["rss_mb"] for _, o in rounds),
+                    "read_json_rss_mb": max(c["rss_mb"] for c, _ in rounds)})
+    return out
+
+
+def render_sweep(rows: list[dict]) -> str:
+    lines = ["node file  files  raw MB  ours MB/s  read_json MB/s  ours/read_json (rounds)  "
+             "by CPU  peak RSS ours / read_json"]
+    for r in rows:
+        lines.append(f"{r['file_mb']:6.2f} MB  {r['files']:5d}  {r['raw_mb']:6.0f}  {r['ours_mb_s']:9.1f}  "
+                     f"{r['read_json_mb_s']:14.1f}  {r['ratio']:5.2f} ({', '.join(f'{v:.2f}' for v in r['ratios'])})"
+                     f"  {r['cpu_ratio']:6.2f}  {r['ours_rss_mb']:.0f} / {r['read_json_rss_mb']:.0f} MB")
+    lines.append("target: ours / read_json >= 0.7 at every size")
+    return "\n".join(lines)
+
+
 def render(r: dict) -> str:
     lines = [
         f"root: {r['files']} node files, {r['raw_mb']:.0f} MB raw JSONL, {r['rows']} records",
@@ -228,15 +276,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=None,
                         help="Where the root and databases go (default: a temp dir, removed).")
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON too.")
+    parser.add_argument("--sweep", action="store_true",
+                        help=f"Ours against read_json at node files of {', '.join(map(str, SWEEP_FILE_MB))} MB.")
+    parser.add_argument("--sweep-mb", type=float, default=60, help="Root size per file size of --sweep.")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="ingest-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        result = run(args.size_mb, args.naive_mb, work, args.seed, args.repeat)
+        if args.sweep:
+            result = sweep(args.sweep_mb, work, args.seed, args.repeat)
+        else:
+            result = run(args.size_mb, args.naive_mb, work, args.seed, args.repeat)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(render(result))
+    print(render_sweep(result) if args.sweep else render(result))
     if args.json:
         print(json.dumps(result, indent=2))
     return 0

@@ -9,6 +9,8 @@ import time
 
 import click
 
+from ingest.lines import MAX_LINE_BYTES  # light: no duckdb, numpy or pyarrow at import
+
 MAX_PRINTED_ERRORS = 20
 
 
@@ -19,8 +21,9 @@ MAX_PRINTED_ERRORS = 20
                    "overrides the shipped manifests. Repeatable; later files win.")
 @click.option("--quiet", "-q", is_flag=True,
               help="Scripts: no progress bar, warnings or summary; rejections still print.")
-@click.option("--max-line-mb", type=float, default=32.0, show_default=True,
-              help="Reject a single JSONL line larger than this.")
+@click.option("--max-line-mb", type=float, default=MAX_LINE_BYTES / 2**20, show_default=True,
+              help="Reject a single JSONL line larger than this (bounds memory: a line takes "
+                   "a few times its size while it is parsed).")
 @click.pass_obj
 def ingest(obj: dict, roots: tuple[str, ...], manifests: tuple[str, ...], quiet: bool,
            max_line_mb: float) -> None:
@@ -125,6 +128,8 @@ def _print_report(report, seconds: float, quiet: bool) -> None:
     mb = report.bytes_read / 1e6
     click.echo(
         f"{report.runs} runs, {report.files_total} files: {report.files_loaded} loaded, "
-        f"{report.files_skipped} unchanged, {report.files_failed} failed; {report.rows:,} rows "
+        f"{report.files_skipped} unchanged, {report.files_failed} failed"
+        + (f", {report.entries_skipped} skipped (see the warnings)" if report.entries_skipped else "")
+        + f"; {report.rows:,} rows "
         f"landed, {report.rows_rejected:,} rejected; {mb:.1f} MB in {seconds:.1f} s "
         f"({mb / max(seconds, 1e-9):.1f} MB/s)")

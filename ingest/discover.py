@@ -3,6 +3,10 @@
 The walk has a fixed depth (root / run / round_<N> / file, and wandb_exports / <run> / file),
 so a symlink loop cannot recurse: it shows up as an unreadable entry and becomes a problem
 row, like a dangling file link. A dangling *run* link is a LOST run, reported, not fatal.
+Entries skipped on purpose are problems too (`skipped=True`: a warning and an ingest_errors
+row, but not a failure): a directory named like a round that is not one (`round_x`), a
+directory link inside a round that points back at the round or above it, and a file that is
+a symlink to another file of the root (its rows land once, under the real file's name).
 """
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ class Problem:
     path: str
     reason: str
     run_id: str | None = None
+    skipped: bool = False  # skipped on purpose (a warning); else the entry failed to load
 
 
 @dataclass
@@ -83,6 +88,7 @@ def discover(root: str | os.PathLike) -> Layout:
             _walk_wandb(Path(entry.path), layout)
         else:
             _walk_run_entry(entry, layout)
+    _skip_linked_copies(layout)
     return layout
 
 
@@ -139,6 +145,10 @@ def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
         match = ROUND_DIR.match(child.name)
         if match:
             _walk_round(child, int(match.group(1)), run_id, layout)
+        elif child.name.startswith("round_") and child.is_dir():
+            layout.problems.append(Problem(child.path, "not a round directory: expected round_<N> "
+                                           "with N a whole number; its files are not ingested",
+                                           run_id, skipped=True))
         elif child.name == "timing.jsonl":
             _add_file(child, layout, kind="timing", run_id=run_id)
         elif child.name == WANDB_DIR and child.is_dir():
@@ -167,6 +177,16 @@ def _walk_round(entry: os.DirEntry, rnd: int, run_id: str, layout: Layout) -> No
         kind, task = classify(child.name)
         if kind:
             _add_file(child, layout, kind=kind, run_id=run_id, round=rnd, task=task)
+        elif child.is_symlink() and child.is_dir() and _points_above(child.path, entry.path):
+            layout.problems.append(Problem(child.path, "directory symlink cycle: it points back at "
+                                           f"{os.path.realpath(child.path)}, the round or a directory "
+                                           "above it; not followed", run_id, skipped=True))
+
+
+def _points_above(link: str, round_path: str) -> bool:
+    """True when `link` resolves to `round_path` or one of its ancestors (a cycle to walk)."""
+    target, here = os.path.realpath(link), os.path.realpath(round_path)
+    return here == target or here.startswith(target.rstrip(os.sep) + os.sep)
 
 
 def classify(name: str) -> tuple[str | None, str | None]:
@@ -199,3 +219,19 @@ def _add_file(entry: os.DirEntry, layout: Layout, **job) -> None:
         layout.problems.append(Problem(entry.path, "not a regular file", job.get("run_id")))
         return
     layout.files.append(FileJob(entry.path, size=st.st_size, mtime_ns=st.st_mtime_ns, **job))
+
+
+def _skip_linked_copies(layout: Layout) -> None:
+    """A file that is a symlink to another file of the root is skipped: its rows land once,
+    under the real file's name. (Links to files outside the root, as git-annex makes, are
+    the only name of their content there, and load as usual.)"""
+    real = {os.path.realpath(job.path): job.path for job in layout.files if not os.path.islink(job.path)}
+    kept = []
+    for job in layout.files:
+        target = real.get(os.path.realpath(job.path)) if os.path.islink(job.path) else None
+        if target is None:
+            kept.append(job)
+        else:
+            layout.problems.append(Problem(job.path, f"a symlink to {target}, which is ingested under "
+                                           "its own name; this name is skipped", job.run_id, skipped=True))
+    layout.files = kept

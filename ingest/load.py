@@ -109,20 +109,35 @@ def drop_staged(con) -> None:
 
 def land_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
     """A task-round's node records -> nodes + node_payloads (+ groups, task_round, round)."""
-    run_id, rnd, task = source.run_id, source.round, source.task
+    insert_nodes(con, {key: source})
+    derive.refresh_sibling_groups(con, [(source.run_id, source.round, source.task)])
+    derive.mark_node_files(con, [(source.run_id, source.round, source.task, source.source_id)])
+    derive_nodes(con, source, key, staged, round_path)
+
+
+def insert_nodes(con, sources: dict[int, Source]) -> None:
+    """The nodes and payloads of several sources (batch key -> source) of one staged batch,
+    one INSERT each: a statement per source would read the whole batch, payloads included,
+    once per source."""
+    keys = ", ".join("(CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS VARCHAR), "
+                     "CAST(? AS INTEGER), CAST(? AS VARCHAR))" for _ in sources)
+    params = [v for key, s in sources.items() for v in (key, s.source_id, s.run_id, s.round, s.task)]
+    by_key = f"_typed AS t JOIN (VALUES {keys}) AS m(key, source_id, run_id, round, task) USING (key)"
     cols = ", ".join(qi(c) for c in NODE_COLUMNS)
     con.execute(f"INSERT INTO nodes (source_id, line_no, run_id, round, task, {cols}) "
-                f"SELECT ?, line_no, ?, ?, ?, {cols} FROM _typed "
-                "WHERE key = ? AND reject_reason IS NULL",
-                [source.source_id, run_id, rnd, task, key])
+                f"SELECT m.source_id, t.line_no, m.run_id, m.round, m.task, {cols} FROM {by_key} "
+                "WHERE t.reject_reason IS NULL", params)
     payload = ", ".join(qi("p_" + c) for c in PAYLOAD_COLUMNS)
     con.execute(f"INSERT INTO node_payloads (source_id, line_no, {', '.join(PAYLOAD_COLUMNS)}) "
-                f"SELECT ?, line_no, {payload} FROM _typed "
-                "WHERE key = ? AND reject_reason IS NULL", [source.source_id, key])
-    derive.refresh_sibling_groups(con, run_id, rnd, task)
-    derive.upsert_task_round(con, run_id, rnd, task,
-                             {"node_file_present": True, "node_source_id": source.source_id})
-    derive.upsert_round(con, run_id, rnd, round_path)
+                f"SELECT m.source_id, t.line_no, {payload} FROM {by_key} "
+                "WHERE t.reject_reason IS NULL", params)
+
+
+def derive_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
+    """What a node source implies beyond its sibling groups and task-round (set for many
+    sources at once by `derive.refresh_sibling_groups` and `derive.mark_node_files`): its
+    round and its errors."""
+    derive.upsert_round(con, source.run_id, source.round, round_path)
     record_errors(con, source, staged.reasons(key))
 
 

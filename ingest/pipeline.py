@@ -14,13 +14,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ingest import load
+from ingest import derive, load
 from ingest.discover import FileJob, Layout, Problem, discover
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
 from ingest.rm_ingest import load_rm_files, rm_warnings
-from ingest.sources import content_hash, known_sources, open_source, record_errors, touch_source
+from ingest.sources import (content_hash, known_sources, open_source, open_sources, record_errors,
+                            touch_source)
 from warehouse.db import transaction
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
@@ -34,6 +35,7 @@ class IngestReport:
     files_loaded: int = 0
     files_skipped: int = 0
     files_failed: int = 0
+    entries_skipped: int = 0     # second names of a file, round_x directories, link cycles
     rows: int = 0
     rows_rejected: int = 0       # over every file of the roots, skipped ones included
     bytes_total: int = 0
@@ -281,25 +283,34 @@ class _Walker:
             return whole_text(data)
         return split_lines(data, self.max_line_bytes)
 
-    def land_group(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
+    def land_group(self, keyed: list[tuple[int, FileJob, str]], staged, at_once: bool = True) -> list:
         """Land the files of `keyed` in one transaction; returns the files still to land.
 
         One commit per group rather than per file: each commit writes its rows to DuckDB's
         WAL, and committing a batch at once costs a third as much. Every file is still fully
         in or fully out. When file k raises, the group rolls back, files before k land again
         in one transaction, file k is failed exactly as a transaction of its own would have
-        failed, and the files after it are returned to be landed next.
+        failed, and the files after it are returned to be landed next. Node files land
+        `at_once` (`_land_nodes_at_once`); when that raises, the group is landed again file
+        by file to find the file that breaks it.
         """
         first_id, landed = self.next_id, []
+        at_once = at_once and len(keyed) > 1 and keyed[0][1].kind == "nodes"
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for key, job, digest in keyed:
-                landed.append(self._land_one(key, job, digest, staged))
+            if at_once:
+                landed = self._land_nodes_at_once(keyed, staged)
+            else:
+                for key, job, digest in keyed:
+                    landed.append(self._land_one(key, job, digest, staged))
         except BaseException as exc:
             self.con.execute("ROLLBACK")
             if not isinstance(exc, Exception):  # Ctrl-C: every file of the group is out
                 raise
-            self.next_id, k = first_id, len(landed)
+            self.next_id = first_id
+            if at_once:
+                return self.land_group(keyed, staged, at_once=False)
+            k = len(landed)
             before = keyed[:k]
             while before:
                 before = self.land_group(before, staged)
@@ -312,14 +323,32 @@ class _Walker:
         return []
 
     def _land_one(self, key: int, job: FileJob, digest: str, staged) -> tuple[int, int, int]:
-        source_id, existed = self.claim(job.path)
-        rows, rejected = staged.rows[key], len(staged.errors[key])
-        source = open_source(self.con, source_id=source_id, existed=existed, path=job.path,
-                             kind=job.kind, run_id=job.run_id, round=job.round, task=job.task,
-                             size_bytes=job.size, mtime_ns=job.mtime_ns, digest=digest,
-                             rows=rows, rejected=rejected)
+        source = self._open(key, job, digest, staged)
         _land(self.con, job, source, key, staged)
-        return source_id, rows, rejected
+        return source.source_id, staged.rows[key], len(staged.errors[key])
+
+    def _open(self, key: int, job: FileJob, digest: str, staged):
+        return open_source(self.con, **self._source_spec(key, job, digest, staged))
+
+    def _source_spec(self, key: int, job: FileJob, digest: str, staged) -> dict:
+        source_id, existed = self.claim(job.path)
+        return dict(source_id=source_id, existed=existed, path=job.path, kind=job.kind,
+                    run_id=job.run_id, round=job.round, task=job.task, size_bytes=job.size,
+                    mtime_ns=job.mtime_ns, digest=digest, rows=staged.rows[key],
+                    rejected=len(staged.errors[key]), error=None)
+
+    def _land_nodes_at_once(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
+        """The node files of a group: their sources rows, then all their nodes and payloads
+        in one INSERT each, then each file's derived rows."""
+        specs = [self._source_spec(key, job, digest, staged) for key, job, digest in keyed]
+        sources = dict(zip((key for key, _, _ in keyed), open_sources(self.con, specs)))
+        load.insert_nodes(self.con, sources)
+        derive.refresh_sibling_groups(self.con, [(s.run_id, s.round, s.task) for s in sources.values()])
+        derive.mark_node_files(self.con, [(s.run_id, s.round, s.task, s.source_id) for s in sources.values()])
+        for key, job, _ in keyed:
+            load.derive_nodes(self.con, sources[key], key, staged, job.round_path)
+        return [(sources[key].source_id, staged.rows[key], len(staged.errors[key]))
+                for key, _, _ in keyed]
 
     def _landed(self, job: FileJob, key: int, staged, digest: str, source_id: int, rows: int,
                 rejected: int) -> None:
@@ -356,6 +385,11 @@ class _Walker:
     def fail(self, job: FileJob, reason: str) -> None:
         self.report.files_failed += 1
         self.report.errors.append(f"{job.path}: {reason}")
+        self._record_problem(job, reason)
+
+    def _record_problem(self, job: FileJob, reason: str) -> None:
+        """The entry's `sources` row (error set, so a later ingest looks again) and its line-0
+        ingest_errors row."""
         self._tick(job, 0)
         if (self.known.get(job.path) or (None,) * 6)[5] == reason:
             return None  # recorded exactly so last time: leave the warehouse as it is
@@ -377,9 +411,15 @@ class _Walker:
         return None
 
     def problem(self, problem: Problem) -> None:
-        job = FileJob(problem.path, "unreadable", 0, 0, run_id=problem.run_id)
+        job = FileJob(problem.path, "skipped" if problem.skipped else "unreadable", 0, 0,
+                      run_id=problem.run_id)
         self.report.files_total += 1
-        self.fail(job, problem.reason)
+        if not problem.skipped:
+            return self.fail(job, problem.reason)
+        # skipped on purpose: nothing of the root is lost, so a warning, not a failure
+        self.report.entries_skipped += 1
+        self.report.warnings.append(f"skipped {problem.path}: {problem.reason}")
+        self._record_problem(job, f"skipped: {problem.reason}")
 
 
 def _land(con, job: FileJob, source, key: int, staged) -> None:

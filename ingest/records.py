@@ -33,9 +33,10 @@ from ingest import derive, load
 from ingest.lines import records_to_lines
 from ingest.sources import content_hash, lookup_source_id, open_source
 
-__all__ = ["upsert_run", "load_task_round", "load_steps"]
+__all__ = ["upsert_run", "insert_new_run", "load_task_round", "load_steps"]
 
 upsert_run = derive.upsert_run
+insert_new_run = derive.insert_new_run  # a trainer claims its run id with this (train.writer)
 
 
 def load_task_round(con, *, run_id: str, round: int, task: str, records: list[dict],

@@ -533,12 +533,14 @@ def _transcript_text(task: str, rnd: int, records: list[dict]) -> str:
 
 # --- the benchmark root ----------------------------------------------------------------------
 
-def write_bench_root(out_dir: str | os.PathLike, target_mb: float = 500, seed: int = 0) -> Path:
-    """Write a large 000-style root of 2-12 MB node files, about `target_mb` MB in all."""
+def write_bench_root(out_dir: str | os.PathLike, target_mb: float = 500, seed: int = 0,
+                     file_mb: float | None = None) -> Path:
+    """Write a large 000-style root of 2-12 MB node files (or of about `file_mb` MB each,
+    +/- 20%), about `target_mb` MB in all."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    writer = _BenchWriter(out, rng)
+    writer = _BenchWriter(out, rng, file_mb)
     written, rnd = 0, 1
     while written < target_mb * 1e6:
         written += writer.write_round(rnd)
@@ -549,8 +551,14 @@ def write_bench_root(out_dir: str | os.PathLike, target_mb: float = 500, seed: i
 class _BenchWriter:
     """Fast: token ids and logprobs are slices of pre-generated pools, text repeats."""
 
-    def __init__(self, root: Path, rng: random.Random):
+    # measured: a file is ~20 KB of text plus ~250 bytes per token of each of its 16 nodes
+    # (a token id and a logprob, ~15.6 bytes of JSON, 16 times)
+    TEXT_BYTES, BYTES_PER_NODE_TOKEN = 20_000, 250
+
+    def __init__(self, root: Path, rng: random.Random, file_mb: float | None = None):
         self.root, self.rng = root, rng
+        tokens = int((file_mb * 1e6 - self.TEXT_BYTES) / self.BYTES_PER_NODE_TOKEN) if file_mb else None
+        self.tokens = (int(tokens * 0.8), int(tokens * 1.2)) if tokens else (8_000, 50_000)
         self.ids = [rng.randrange(151_000) for _ in range(200_000)]
         self.logprobs = [round(-rng.expovariate(3.0), 3) for _ in range(200_000)]
         self.small = _RootWriter(root, rng, (30, 60))
@@ -563,7 +571,7 @@ class _BenchWriter:
     def write_round(self, rnd: int) -> int:
         spec, total = self.spec, 0
         for t_index, task in enumerate(spec.tasks):
-            per_node = self.rng.randint(8_000, 50_000)  # tokens: 16 nodes -> 2-12 MB files
+            per_node = self.rng.randint(*self.tokens)  # default: 16 nodes -> 2-12 MB files
             records = self.small.round_records(spec, rnd, task)
             self.small.pool[(spec.run_id, task)] = self.small.pool[(spec.run_id, task)][-48:]
             for rec in records:

@@ -51,17 +51,32 @@ def open_source(con, *, source_id: int, existed: bool, path: str, kind: str, run
 
     A failed source (`error` set) keeps no hash, so the next ingest tries it again.
     """
-    if existed:
-        for table in OWNED_BY_SOURCE:
-            con.execute(f"DELETE FROM {table} WHERE source_id = ?", [source_id])
-        con.execute("DELETE FROM sources WHERE source_id = ?", [source_id])
-    con.execute(
-        "INSERT INTO sources (source_id, path, kind, run_id, round, task, size_bytes, mtime_ns, "
-        "content_hash, rows, rows_rejected, ingested_at, error) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [source_id, path, kind, run_id, round, task, size_bytes, mtime_ns,
-         None if error else digest, rows, rejected, _now(), error])
-    return Source(source_id, path, kind, run_id, round, task)
+    return open_sources(con, [dict(source_id=source_id, existed=existed, path=path, kind=kind,
+                                   run_id=run_id, round=round, task=task, size_bytes=size_bytes,
+                                   mtime_ns=mtime_ns, digest=digest, rows=rows, rejected=rejected,
+                                   error=error)])[0]
+
+
+SOURCE_COLUMNS = ("source_id", "path", "kind", "run_id", "round", "task", "size_bytes", "mtime_ns",
+                  "content_hash", "rows", "rows_rejected", "ingested_at", "error")
+
+
+def open_sources(con, specs: list[dict]) -> list[Source]:
+    """`open_source` for several sources (each spec: its keyword arguments, all given), the
+    new `sources` rows in one INSERT."""
+    for spec in specs:
+        if spec["existed"]:
+            for table in OWNED_BY_SOURCE:
+                con.execute(f"DELETE FROM {table} WHERE source_id = ?", [spec["source_id"]])
+            con.execute("DELETE FROM sources WHERE source_id = ?", [spec["source_id"]])
+    now = _now()
+    values = [[s["source_id"], s["path"], s["kind"], s["run_id"], s["round"], s["task"], s["size_bytes"],
+               s["mtime_ns"], None if s["error"] else s["digest"], s["rows"], s["rejected"], now, s["error"]]
+              for s in specs]
+    marks = ", ".join("(" + ", ".join("?" for _ in SOURCE_COLUMNS) + ")" for _ in values)
+    con.execute(f"INSERT INTO sources ({', '.join(SOURCE_COLUMNS)}) VALUES {marks}",
+                [v for row in values for v in row])
+    return [Source(s["source_id"], s["path"], s["kind"], s["run_id"], s["round"], s["task"]) for s in specs]
 
 
 def touch_source(con, path: str, mtime_ns: int) -> None:

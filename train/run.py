@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -131,8 +132,11 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     resume = _resume_point(opts)
     with team.alone():  # rank 0's own work: a failure here stops every rank
         run_id = opts.run_id or new_run_id(arm.name)
-        log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
         trees = _trees(opts, tasks, resume) if team.main else None  # before the model: a bad resume point fails fast
+        writer = _writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
+        if writer is not None:
+            writer.claim()  # the run row, before round 1: a second run with this id stops here
+        log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
         _prepare_model(opts, team, log)
     run_id = team.share(run_id)
     policy = _load_policy(opts, arm, log)
@@ -142,7 +146,6 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
         _sync_generator(generator, learner, team)
     with team.alone():
         ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log, monitor) if team.main else None
-        writer = _writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
@@ -279,8 +282,13 @@ def resolve_tasks(arm: Arm, opts: RunOptions, overrides: dict, log) -> tuple[dic
     return tasks, overrides, notes
 
 
-def new_run_id(arm: str) -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%d_%H%M%S}_{arm}"
+def new_run_id(arm: str, now: datetime | None = None) -> str:
+    """`<UTC time to the microsecond>_<6 random hex digits>_<arm>`, e.g.
+    `20261201_021530_123456_3f9a0c_hr24k_u6`: sorts by start time, and runs started in the
+    same microsecond (a seed sweep launched from a script) still differ. The warehouse claim
+    (train.writer) refuses any id already there."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%d_%H%M%S_%f}_{secrets.token_hex(3)}_{arm}"
 
 
 # --- the pieces of the loop ----------------------------------------------------------

@@ -46,7 +46,9 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--exec-gpus", default=None, metavar="1,2,...|none",
               help="GPUs for nodes whose [tool.resources] declares gpu = N, one node per GPU at a time "
                    "(default: every GPU the policy does not use; none: nodes get no GPU).")
-@click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_<arm>).")
+@click.option("--run-id", default=None,
+              help="Run id (default: <UTC time to the microsecond>_<random hex>_<arm>). "
+                   "Refused when the warehouse already has a run with this id.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes (GPUs) for the update: N > 1 starts N ranks through torch's launcher, "
                    "as torchrun --standalone --nproc-per-node N does (FSDP; rank 0 generates).")

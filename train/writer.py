@@ -6,6 +6,10 @@ nodes, payloads, sibling groups and summary, and the step's timing row when ther
 a crash mid-round leaves no partial round. The write connection is opened only to commit, so
 other processes can read the warehouse while training runs.
 
+A run owns its id: `RoundWriter.claim` inserts the run row before round 1 and refuses an id
+that is already in the warehouse, so a round never merges into or replaces another run's rows.
+Rewriting a round of one's own run replaces that round's rows (the same sources), idempotently.
+
 If another process holds the warehouse's lock, `warehouse.db.connect` retries with backoff
 for `lock_wait_s`; past that the round is spooled to disk in the data-root layout (seeds 000/
 002) and a one-line notice says how to ingest it: a round is never lost.
@@ -22,9 +26,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.errors import DatabaseLockedError
+from warehouse.errors import DatabaseLockedError, TerminalError
 
 LOCK_WAIT_S = 60.0
+
+
+class RunIdTakenError(TerminalError):
+    """Another run already holds this run id in the warehouse."""
 
 
 @dataclass
@@ -69,6 +77,21 @@ class RoundWriter:
         self.steps: list[dict] = []  # every step so far (the export's timing.jsonl)
         self.spooled_steps: list[dict] = []  # only the spooled rounds' steps (the spool's timing.jsonl)
         self.spooled: list[int] = []
+        self.claimed = False  # the run row is ours in the warehouse
+
+    def claim(self) -> None:
+        """Insert the run row now, before any round; RunIdTakenError when the id is taken.
+
+        When the warehouse stays locked the claim waits for the first round's commit, which
+        makes it in the same transaction (a generated id is unique by construction anyway)."""
+        if self.db_url is None:
+            return
+        try:
+            claim_run(self.db_url, self.run, self.lock_wait_s)
+            self.claimed = True
+        except DatabaseLockedError as exc:
+            self.log(f"Warning: run {self.run.run_id} not yet recorded ({exc}); its first committed "
+                     "round will record it.")
 
     def write(self, rnd: RoundWrite) -> str:
         """Commit the round (else spool it) and export it; returns 'db', 'spool' or 'export'."""
@@ -79,34 +102,70 @@ class RoundWriter:
         if self.db_url is None:
             return "export"
         try:
-            commit_round(self.db_url, self.run, rnd, self.lock_wait_s)
+            commit_round(self.db_url, self.run, rnd, self.lock_wait_s, claim=not self.claimed)
+            self.claimed = True
             return "db"
         except DatabaseLockedError as exc:
-            # the spool holds only what the warehouse lacks, so ingesting it adds no duplicate
-            self.spooled_steps += [rnd.step] if rnd.step else []
-            export_round(self.spool_root, self.run, rnd, self.spooled_steps)
-            self.spooled.append(rnd.round)
+            self._spool(rnd)
             self.log(f"Warning: round {rnd.round} not committed ({exc}); spooled to {self.spool_root}. "
                      f"Load it later with: warehouse --db {self.db_url} ingest {self.spool_root} "
                      f"--manifest {self.spool_root / 'manifest.toml'}")
             return "spool"
+        except RunIdTakenError as exc:  # taken while the warehouse was locked at the claim
+            self._spool(rnd)
+            raise RunIdTakenError(f"{exc} Round {rnd.round} is spooled to {self.spool_root}: rename "
+                                  f"{self.run.run_id} there (directory and manifest entry) before "
+                                  "ingesting it.") from None
+
+    def _spool(self, rnd: RoundWrite) -> None:
+        # the spool holds only what the warehouse lacks, so ingesting it adds no duplicate
+        self.spooled_steps += [rnd.step] if rnd.step else []
+        export_round(self.spool_root, self.run, rnd, self.spooled_steps)
+        self.spooled.append(rnd.round)
 
 
 def source_path(run_id: str, round: int, task: str) -> str:
     return f"train://{run_id}/round_{round}/{task}"
 
 
-def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float = LOCK_WAIT_S) -> None:
+def claim_run(db_url: str, run: RunRow, lock_wait_s: float = LOCK_WAIT_S) -> None:
+    """Record the run row of a new run; RunIdTakenError when another run has the id."""
+    from warehouse.db import connect
+
+    with connect(db_url, wait_s=lock_wait_s) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            _claim(con, run)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def _claim(con, run: RunRow) -> None:
+    from ingest.records import insert_new_run
+
+    if not insert_new_run(con, run.row(f"train://{run.run_id}")):
+        raise RunIdTakenError(f"run {run.run_id} is already in the warehouse (another run has this id). "
+                              "Pass a new --run-id, or leave it out for a fresh one.")
+
+
+def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float = LOCK_WAIT_S,
+                 claim: bool = False) -> None:
     """The round's rows, and its step's timing row, in one transaction; the connection is held
     only for this. Each step is its own source, so a round spooled in between never duplicates
-    or drops another round's timing row."""
+    or drops another round's timing row. `claim`: the run row is not recorded yet, so record it
+    here, refusing (RunIdTakenError, nothing written) an id another run holds."""
     from ingest.records import load_steps, load_task_round, upsert_run
     from warehouse.db import connect
 
     with connect(db_url, wait_s=lock_wait_s) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            upsert_run(con, run.row(f"train://{run.run_id}"))
+            if claim:
+                _claim(con, run)
+            else:
+                upsert_run(con, run.row(f"train://{run.run_id}"))
             for task, records in rnd.records.items():
                 load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
                                 summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))

@@ -19,6 +19,7 @@ from tests.ingest.helpers import make_db, rows
 CASES = Path(__file__).parent / "cases" / "bad_lines"
 EXPECTED = tomllib.loads((CASES / "EXPECTED.toml").read_text())
 RUN = "20260101_000000_cases"
+LINE_LIMIT = 32 * 2**20  # --max-line-mb 32: the planted 50 MB line is over it (the default lands it)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def ingested(tmp_path_factory):
         shutil.copy(CASES / f"{case}.jsonl", round_dir / f"{case}__1.jsonl")
     _plant_file_level_problems(tmp / "root")
     url = make_db(tmp)
-    report = ingest_roots(url, [tmp / "root"])
+    report = ingest_roots(url, [tmp / "root"], max_line_bytes=LINE_LIMIT)
     return url, report, tmp / "root"
 
 
@@ -47,7 +48,7 @@ def _plant_file_level_problems(root: Path) -> None:
     os.symlink("/nonexistent/file.jsonl", run / "round_1" / "gone__1.jsonl")
     big = run / "round_2"
     big.mkdir()
-    with open(big / "huge__1.jsonl", "w") as fh:  # a 50 MB line between two good ones
+    with open(big / "huge__1.jsonl", "w") as fh:  # a 50 MB line (over LINE_LIMIT) between two good ones
         good = (CASES / "blank_lines.jsonl").read_text().splitlines()[0]
         fh.write(good + "\n" + '{"id": "' + "x" * 50_000_000 + '"}\n')
         fh.write(good.replace("000000000001", "000000000009") + "\n")
@@ -112,12 +113,12 @@ def test_file_level_problems_are_rows_not_crashes(ingested):
     assert report.exit_code == 3
 
 
-def test_a_50_mb_line_is_rejected_and_its_neighbours_land(ingested):
+def test_a_line_over_the_line_limit_is_rejected_and_its_neighbours_land(ingested):
     url, _, _ = ingested
     assert rows(url, "SELECT line_no FROM nodes WHERE task = 'huge' ORDER BY 1") == [(1,), (3,)]
     reason = rows(url, "SELECT e.reason FROM ingest_errors e JOIN sources s USING (source_id) "
                        "WHERE s.task = 'huge'")
-    assert len(reason) == 1 and "50.0 MB" in reason[0][0]
+    assert len(reason) == 1 and "line is 50.0 MB, over the 32 MiB line limit" in reason[0][0]
 
 
 def test_empty_stub_file_creates_its_task_round(ingested):

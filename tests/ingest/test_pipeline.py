@@ -149,22 +149,21 @@ def test_changed_file_replaces_its_rows(small_root, tmp_path):
 def test_a_file_that_fails_midway_is_fully_out_and_the_next_run_completes(
         small_root, tmp_path, monkeypatch):
     url = make_db(tmp_path)
-    real = load.land_nodes
-    calls = Counter()
+    real = load.derive_nodes
+    order: dict = {}
 
     def flaky(con, source, key, staged, round_path):
         real(con, source, key, staged, round_path)  # rows are written, then the file fails
-        calls["n"] += 1
-        if calls["n"] == 3:
+        if order.setdefault(source.path, len(order)) == 2:  # the third file, each time it is tried
             raise RuntimeError("disk full")
 
-    monkeypatch.setattr(load, "land_nodes", flaky)
+    monkeypatch.setattr(load, "derive_nodes", flaky)
     first = ingest_roots(url, [small_root])
     assert first.files_failed == 1 and first.exit_code == 3
     (path,) = [e.split(": could not load")[0] for e in first.errors]
     assert rows(url, "SELECT count(*) FROM nodes n JOIN sources s USING (source_id) "
                      "WHERE s.path = ?", [path]) == [(0,)]
-    monkeypatch.setattr(load, "land_nodes", real)
+    monkeypatch.setattr(load, "derive_nodes", real)
     second = ingest_roots(url, [small_root])
     assert second.files_loaded == 1 and second.exit_code == 0
     nodes, _, _ = _recount(small_root)
@@ -174,17 +173,17 @@ def test_a_file_that_fails_midway_is_fully_out_and_the_next_run_completes(
 
 def test_ctrl_c_rolls_back_the_open_file(small_root, tmp_path, monkeypatch):
     url = make_db(tmp_path)
-    real = load.land_nodes
+    real = load.derive_nodes
 
     def interrupted(con, source, key, staged, round_path):
         real(con, source, key, staged, round_path)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(load, "land_nodes", interrupted)
+    monkeypatch.setattr(load, "derive_nodes", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ingest_roots(url, [small_root])
     assert rows(url, "SELECT count(*) FROM nodes") == [(0,)]
-    monkeypatch.setattr(load, "land_nodes", real)
+    monkeypatch.setattr(load, "derive_nodes", real)
     assert ingest_roots(url, [small_root]).exit_code == 0
     nodes, _, _ = _recount(small_root)
     assert rows(url, "SELECT count(*) FROM nodes") == [(sum(nodes.values()),)]
@@ -193,7 +192,7 @@ def test_ctrl_c_rolls_back_the_open_file(small_root, tmp_path, monkeypatch):
 def test_a_failing_file_in_a_batch_lands_as_one_transaction_per_file_would(
         small_root, tmp_path, monkeypatch):
     """Files of a batch share a commit; a file that raises leaves the rest as per-file would."""
-    real = load.land_nodes
+    real = load.derive_nodes
     files = sorted(str(p) for p in small_root.glob("*/round_*/*__[0-9]*[0-9].jsonl"))
     failing = {files[0], files[len(files) // 2], files[-1]}
 
@@ -202,7 +201,7 @@ def test_a_failing_file_in_a_batch_lands_as_one_transaction_per_file_would(
         if source.path in failing:
             raise RuntimeError(f"broken {source.path}")
 
-    monkeypatch.setattr(load, "land_nodes", broken)
+    monkeypatch.setattr(load, "derive_nodes", broken)
     dumps, reports = [], []
     for name, batch_bytes in (("batched.duckdb", 64 * 2**20), ("per_file.duckdb", 1)):
         url = make_db(tmp_path, name)
@@ -215,7 +214,7 @@ def test_a_failing_file_in_a_batch_lands_as_one_transaction_per_file_would(
     nodes, _, _ = _recount(small_root)
     landed = sum(n for (run, rnd, task), n in nodes.items()
                  if not any(f"/{run}/round_{rnd}/{task}__" in f for f in failing))
-    monkeypatch.setattr(load, "land_nodes", real)
+    monkeypatch.setattr(load, "derive_nodes", real)
     url = make_db(tmp_path, "check.duckdb")
     ingest_roots(url, [small_root])  # same root, nothing failing: every node lands
     assert rows(url, "SELECT count(*) FROM nodes") == [(sum(nodes.values()),)]

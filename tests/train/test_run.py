@@ -146,6 +146,40 @@ def test_cli_run_writes_rounds(db_url, model_dir, monkeypatch):
     assert "Round 1: 2 nodes generated, 2 executed, 1 valid" in result.output
 
 
+def test_cli_run_id_given_twice_is_a_one_line_error_for_the_second(db_url, model_dir, monkeypatch):
+    import train.run
+    from train.cli import main
+    from warehouse.db import connect
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    db = db_url.removeprefix("duckdb:///")
+    args = ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db", db, "--no-learn",
+            "--set", "siblings_per_expansion=2", "--run-id", "r1"]
+    assert CliRunner().invoke(main, [*args, "--seed", "1"]).exit_code == 0
+    second = CliRunner().invoke(main, [*args, "--seed", "2"])
+    assert second.exit_code == 1
+    assert second.output.strip() == ("Error: run r1 is already in the warehouse (another run has this id). "
+                                     "Pass a new --run-id, or leave it out for a fresh one.")
+    with connect(db_url, read_only=True) as con:
+        assert con.execute("SELECT run_id, seed FROM runs").fetchall() == [("r1", 1)]
+        assert con.execute("SELECT count(*) FROM nodes").fetchone() == (2,)
+
+
+def test_run_ids_made_in_the_same_microsecond_differ_and_sort_by_time():
+    from datetime import datetime, timedelta, timezone
+
+    from ingest.derive import started_at
+    from train.run import new_run_id
+
+    now = datetime(2026, 12, 1, 2, 15, 30, 123456, tzinfo=timezone.utc)
+    ids = {new_run_id("hr24k_u6", now) for _ in range(50)}
+    assert len(ids) == 50
+    assert all(i.startswith("20261201_021530_123456_") and i.endswith("_hr24k_u6") for i in ids)
+    assert started_at(min(ids)) == datetime(2026, 12, 1, 2, 15, 30, 123456)
+    assert max(ids) < new_run_id("hr24k_u6", now + timedelta(microseconds=1))
+    assert started_at("20260720_041422_27b_m4hr24ku6") == datetime(2026, 7, 20, 4, 14, 22)  # the seeds' ids
+
+
 def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_dir, monkeypatch, tmp_path):
     import train.run
     from warehouse.db import connect

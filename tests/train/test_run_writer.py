@@ -8,7 +8,7 @@ import pytest
 from train.generate.base import Completion
 from train.rollout.records import node_records, task_round_summary
 from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
-from train.writer import RoundWrite, RoundWriter, RunRow, commit_round
+from train.writer import RoundWrite, RoundWriter, RunIdTakenError, RunRow, commit_round
 
 RUN_ID = "20261129_080000_hr24k_u6"
 TASKS = ("mini-a", "mini-b")
@@ -41,8 +41,8 @@ def _round(trees: dict, rnd: int, siblings: int = 4) -> RoundWrite:
     return RoundWrite(rnd, records, summaries, {"step": rnd, "total_s": 3.0, "phases_s": {"gen": 2.0, "update_actor": 1.0}})
 
 
-def _run_row() -> RunRow:
-    return RunRow(RUN_ID, "hr24k_u6", "09-multitask-humanrank", "tiny", 0, {"response_cap": 256, "tasks": list(TASKS)},
+def _run_row(seed: int = 0) -> RunRow:
+    return RunRow(RUN_ID, "hr24k_u6", "09-multitask-humanrank", "tiny", seed, {"response_cap": 256, "tasks": list(TASKS)},
                   "bundled tasks")
 
 
@@ -125,16 +125,67 @@ def test_a_spooled_round_ingested_later_completes_the_run_without_duplicates(db_
     writer = RoundWriter(db_url, _run_row(), spool_root=tmp_path / "spool", log=lambda line: None)
     real = train.writer.commit_round
 
-    def locked_for_round_2(url, run, rnd, wait):
+    def locked_for_round_2(url, run, rnd, wait, **kw):
         if rnd.round == 2:
             raise DatabaseLockedError("locked")
-        return real(url, run, rnd, wait)
+        return real(url, run, rnd, wait, **kw)
 
     monkeypatch.setattr(train.writer, "commit_round", locked_for_round_2)
     assert [writer.write(_round(trees, r)) for r in (1, 2, 3)] == ["db", "spool", "db"]
     ingest_roots(db_url, [str(tmp_path / "spool")], [str(tmp_path / "spool" / "manifest.toml")])
     assert _rows(db_url, "SELECT round, count(*) FROM nodes GROUP BY 1 ORDER BY 1") == [(1, 8), (2, 8), (3, 8)]
     assert _rows(db_url, "SELECT step FROM steps ORDER BY 1") == [(1,), (2,), (3,)]
+
+
+def test_a_second_run_with_the_same_id_is_refused_and_the_first_keeps_its_rows(db_url):
+    first = RoundWriter(db_url, _run_row(seed=1))
+    first.claim()
+    assert first.write(_round({t: TaskTree(t) for t in TASKS}, 1)) == "db"
+    second = RoundWriter(db_url, _run_row(seed=2))
+    with pytest.raises(RunIdTakenError, match=f"run {RUN_ID} is already in the warehouse.*--run-id"):
+        second.claim()
+    with pytest.raises(RunIdTakenError):  # nor can a round of the second slip in without a claim
+        commit_round(db_url, second.run, _round({t: TaskTree(t) for t in TASKS}, 1), claim=True)
+    assert _rows(db_url, "SELECT seed FROM runs") == [(1,)]
+    assert _rows(db_url, "SELECT count(*) FROM nodes") == [(8,)]
+
+
+def test_rewriting_a_round_of_ones_own_run_is_idempotent(db_url):
+    trees = {t: TaskTree(t) for t in TASKS}
+    writer = RoundWriter(db_url, _run_row())
+    writer.claim()
+    rnd = _round(trees, 1)
+    before = None
+    for _ in range(2):
+        assert writer.write(rnd) == "db"
+        after = _rows(db_url, f"SELECT {NODE_COLUMNS} FROM nodes ORDER BY ALL")
+        assert before is None or after == before
+        before = after
+    assert len(before) == 8 and _rows(db_url, "SELECT count(*) FROM runs") == [(1,)]
+    assert _rows(db_url, "SELECT count(*) FROM steps") == [(1,)]
+
+
+def test_a_claim_blocked_by_the_lock_is_made_by_the_first_commit(db_url, tmp_path, monkeypatch):
+    import train.writer
+    from warehouse.errors import DatabaseLockedError
+
+    def locked(*args, **kw):
+        raise DatabaseLockedError("locked")
+
+    said = []
+    monkeypatch.setattr(train.writer, "claim_run", locked)
+    writer = RoundWriter(db_url, _run_row(seed=3), spool_root=tmp_path / "spool", log=said.append)
+    writer.claim()
+    assert "not yet recorded" in said[0] and not writer.claimed
+    assert writer.write(_round({t: TaskTree(t) for t in TASKS}, 1)) == "db"
+    assert _rows(db_url, "SELECT seed FROM runs") == [(3,)]
+    other = RoundWriter(db_url, _run_row(seed=4), spool_root=tmp_path / "spool", log=said.append)
+    other.claim()  # locked too; its first round finds the id taken: refused, spooled, not merged
+    with pytest.raises(RunIdTakenError, match="spooled to"):
+        other.write(_round({t: TaskTree(t) for t in TASKS}, 2))
+    assert other.spooled == [2] and list((tmp_path / "spool" / RUN_ID / "round_2").glob("*.jsonl"))
+    assert _rows(db_url, "SELECT round, count(*) FROM nodes GROUP BY 1") == [(1, 8)]
+    assert _rows(db_url, "SELECT seed FROM runs") == [(3,)]
 
 
 def _write_in_child(db_url: str, spool: str) -> tuple[str, list]:
