@@ -309,7 +309,7 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
                            tensor_parallel_size=knobs.tensor_parallel_size)
     from train.generate.hf import HFBackend
 
-    return HFBackend(policy.model, policy.tokenizer)
+    return HFBackend(policy.model, policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6)
 
 
 def round_samples(result) -> list:
