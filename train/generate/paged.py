@@ -24,13 +24,16 @@ The model itself is unchanged: it runs with `use_cache=False`, and its attention
 (transformers' AttentionInterface, name `paged`) for `paged_attention`, which writes each
 layer's new K/V into the pool and attends over the row's blocks. A prefill (one row, many
 tokens, nothing cached before them) attends causally over its own K/V (SDPA, flash); a decode
-step (many rows, one token) gathers each row's slots through its block table.
+step (many rows, one token) reads each row's slots through its block table: on the GPU with the
+Triton kernel of :mod:`train.generate.paged_kernel` (in place, split-K), elsewhere by gathering
+them (torch, a reference the kernel is tested against).
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
 
+from train.generate import paged_kernel
 from train.generate.attention import use_attention
 from train.generate.sampler import row_keys, sample_next
 
@@ -130,6 +133,10 @@ def paged_attention(module, query, key, value, attention_mask, dropout=0.0, scal
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scale,
                                                                enable_gqa=kv_heads != heads)
         return out.transpose(1, 2), None
+    if query.is_cuda and paged_kernel.available():
+        out = paged_kernel.paged_decode(query[:, :, 0], pool_k, pool_v, step.tables, step.lengths, step.max_length,
+                                        step.pool.block_size, scale)
+        return out.reshape(batch, 1, heads, dim), None
     outs = [_decode_rows(query[rows], pool_k, pool_v, step, rows, scale)
             for rows in _row_chunks(batch, step.max_length)]
     return torch.cat(outs).reshape(batch, 1, heads, dim), None
@@ -199,6 +206,7 @@ class Row:
     logprobs: list = field(default_factory=list)
     blocks: list = field(default_factory=list)
     cached: int = 0  # tokens whose K/V are in its blocks
+    slot: int = 0  # its row in the generator's block-table tensor
     ended: bool = False  # sampled an EOS token
 
     @property
@@ -241,6 +249,11 @@ class PagedGenerator:
         rows = list(range(len(prompts))) if rows is None else rows
         pending = [Row(r, list(p), b) for r, p, b in zip(rows, prompts, budgets)]
         self.keys = dict(zip(rows, row_keys(sampling.seed, rows, self.device).tolist()))
+        for i, row in enumerate(pending):
+            row.slot = i
+        width = max(self.pool.blocks_for(len(r.prompt) + r.budget) for r in pending) if pending else 1
+        self.tables = self._torch.zeros((len(pending), width), dtype=self._torch.long, device=self.device)
+        self._table_writes: list[tuple[int, int, int]] = []
         self.sampling = sampling
         self.shared: dict[tuple, SharedPrompt] = {}
         for row in pending:
@@ -267,6 +280,7 @@ class PagedGenerator:
             if not self._start(row, idle=not running):
                 return
             waiting.pop(0)
+            self._table_writes += [(row.slot, j, b) for j, b in enumerate(row.blocks)]
             if row.finished:
                 self.pool.release(row.blocks)
                 row.blocks = []
@@ -366,11 +380,12 @@ class PagedGenerator:
         if not running:
             return
         torch, bs = self._torch, self.pool.block_size
+        self._flush_tables()
         feed = [row.tokens[-1] for row in running]
         positions = [row.cached for row in running]
         width = max(len(row.blocks) for row in running)
-        tables = torch.tensor([row.blocks + [0] * (width - len(row.blocks)) for row in running],
-                              dtype=torch.long, device=self.device)
+        slots_of = torch.tensor([row.slot for row in running], dtype=torch.long, device=self.device)
+        tables = self.tables[slots_of, :width]
         pos = torch.tensor(positions, dtype=torch.long, device=self.device)
         slots = tables.gather(1, (pos // bs)[:, None])[:, 0] * bs + pos % bs
         step = Step(self.pool, slots, prefill=False, tables=tables, lengths=pos + 1, max_length=max(positions) + 1)
@@ -395,12 +410,21 @@ class PagedGenerator:
                 continue
             block = self._take(1, idle=len(running) == 1)
             if block is not None:
+                self._table_writes.append((row.slot, len(row.blocks), block[0]))
                 row.blocks += block
                 i += 1
                 continue
             victim = running.pop()  # the latest admitted
             self._preempt(victim, waiting)
             # rows before i keep their new blocks; if the victim was row i, move on
+
+    def _flush_tables(self) -> None:
+        """Blocks handed out since the last step, into the device block tables (one copy)."""
+        if self._table_writes:
+            torch = self._torch
+            rows, cols, blocks = torch.tensor(self._table_writes, dtype=torch.long).T.to(self.device)
+            self.tables[rows, cols] = blocks
+            self._table_writes = []
 
     def _preempt(self, row: Row, waiting: list) -> None:
         self.pool.release(row.blocks)
