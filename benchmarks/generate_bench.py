@@ -303,6 +303,9 @@ def run_arm_mix(args, results: dict) -> None:
             if "result" in info:  # the paged path's logprobs against one uncached forward (a wrong cache shows)
                 results["paged_logprob_check" + at] = paged_logprob_check(model, prompts, info.pop("result"))
                 print("paged_logprob_check" + at, results["paged_logprob_check" + at], flush=True)
+            if args.out:
+                with open(args.out, "w") as fh:
+                    json.dump(results, fh, indent=1)
 
 
 def main() -> None:
