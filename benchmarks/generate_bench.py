@@ -202,7 +202,7 @@ def paged_run(model, prompts, lengths, utilization: float, out: dict):
     if next(model.parameters()).is_cuda:
         blocks = kv_blocks_for(model, utilization)
     else:  # a CPU smoke run: room for every row
-        blocks = sum(-(-(len(p) + n) // 16) for p, n in zip(prompts, lengths))
+        blocks = 1 + sum(-(-(len(p) + n) // 16) for p, n in zip(prompts, lengths))
     generator = PagedGenerator(model, [], num_blocks=blocks)
     got = generator.generate(prompts, lengths, SamplingConfig(max_new_tokens=max(lengths), seed=0))
     assert [len(t) for t, _ in got] == list(lengths), "every row must generate exactly its forced length"

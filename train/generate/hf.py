@@ -81,7 +81,7 @@ class HFBackend:
         if blocks is None and self.device.type == "cuda":
             blocks = kv_blocks_for(self.model, self.gpu_memory_utilization)
         if blocks is None:
-            blocks = sum(-(-(len(p.token_ids) + p.max_new_tokens) // BLOCK_SIZE) for p in plans)
+            blocks = 1 + sum(-(-(len(p.token_ids) + p.max_new_tokens) // BLOCK_SIZE) for p in plans)
         generator = PagedGenerator(self.model, self.eos_ids, num_blocks=blocks, max_running=self.max_running)
         self.last_generator = generator
         try:

@@ -62,7 +62,9 @@ class BlockPool:
         self.values = [torch.zeros_like(k) for k in self.keys]
         self.block_size, self.num_blocks = block_size, num_blocks
         self.refs = [0] * num_blocks
-        self.free = list(range(num_blocks - 1, -1, -1))  # pop() hands out block 0 first
+        # block 0 is never handed out: padding rows of a captured decode step write and read it
+        self.free = list(range(num_blocks - 1, 0, -1))  # pop() hands out block 1 first
+        self.usable = num_blocks - 1
 
     @staticmethod
     def bytes_per_block(config, block_size: int, dtype) -> int:
@@ -229,7 +231,7 @@ class PagedGenerator:
     """Samples rows to EOS or their budget over a paged KV pool (see the module docstring)."""
 
     def __init__(self, model, eos_ids: list[int], num_blocks: int, block_size: int = BLOCK_SIZE,
-                 max_running: int = 256, budget_setting: str = "gpu_memory_utilization"):
+                 max_running: int = 256, budget_setting: str = "gpu_memory_utilization", use_graphs: bool | None = None):
         import torch
 
         self.model = model
@@ -240,6 +242,12 @@ class PagedGenerator:
         self.pool = BlockPool(self.config, num_blocks, block_size, self.device, dtype)
         self.max_running = max_running
         self.budget_setting = budget_setting
+        # a 4D mask is passed through untouched by transformers' mask builders (no host sync, so
+        # the decode step can be captured); paged_attention ignores it
+        self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)
+        self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
+        self.graphs: dict[tuple[int, int], DecodeGraph] = {}
+        self._graph_pool = None
         self.preemptions = 0
         self._torch = torch
 
@@ -251,7 +259,7 @@ class PagedGenerator:
         self.keys = dict(zip(rows, row_keys(sampling.seed, rows, self.device).tolist()))
         for i, row in enumerate(pending):
             row.slot = i
-        width = max(self.pool.blocks_for(len(r.prompt) + r.budget) for r in pending) if pending else 1
+        width = _bucket(max(self.pool.blocks_for(len(r.prompt) + r.budget) for r in pending) if pending else 1, 16)
         self.tables = self._torch.zeros((len(pending), width), dtype=self._torch.long, device=self.device)
         self._table_writes: list[tuple[int, int, int]] = []
         self.sampling = sampling
@@ -344,7 +352,7 @@ class PagedGenerator:
         while blocks is None and self._evict_shared():
             blocks = self.pool.take(n)
         if blocks is None and idle:
-            raise KVBudgetError(f"the KV pool ({self.pool.num_blocks} blocks) cannot hold one row of {n} blocks; "
+            raise KVBudgetError(f"the KV pool ({self.pool.usable} blocks of {self.pool.block_size} tokens) cannot hold one row of {n} blocks; "
                                 f"raise --set {self.budget_setting}=... or lower --set response_cap=...")
         return blocks
 
@@ -363,7 +371,8 @@ class PagedGenerator:
         ids = torch.tensor([context], dtype=torch.long, device=self.device)
         positions = torch.arange(len(context), device=self.device)[None]
         with _stepping(Step(self.pool, slots, prefill=True)):
-            out = self.model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1)
+            out = self.model(input_ids=ids, position_ids=positions, attention_mask=self._no_mask, use_cache=False,
+                             logits_to_keep=1)
         return out.logits[0, -1]
 
     def _slots(self, blocks: list[int], start: int, end: int):
@@ -388,13 +397,18 @@ class PagedGenerator:
         tables = self.tables[slots_of, :width]
         pos = torch.tensor(positions, dtype=torch.long, device=self.device)
         slots = tables.gather(1, (pos // bs)[:, None])[:, 0] * bs + pos % bs
-        step = Step(self.pool, slots, prefill=False, tables=tables, lengths=pos + 1, max_length=max(positions) + 1)
-        with _stepping(step):
-            out = self.model(input_ids=torch.tensor(feed, device=self.device)[:, None], position_ids=pos[:, None],
-                             use_cache=False)
+        ids = torch.tensor(feed, device=self.device)
+        graph = self._graph(len(running), width) if self.use_graphs else None
+        if graph is not None:
+            logits = graph.replay(ids, pos, slots, tables, self.tables, slots_of)
+        else:
+            step = Step(self.pool, slots, prefill=False, tables=tables, lengths=pos + 1, max_length=max(positions) + 1)
+            with _stepping(step):
+                logits = self.model(input_ids=ids[:, None], position_ids=pos[:, None], attention_mask=self._no_mask,
+                                    use_cache=False).logits[:, -1]
         for row in running:
             row.cached += 1
-        self._sample(running, out.logits[:, -1])
+        self._sample(running, logits)
         for row in [r for r in running if r.finished]:
             running.remove(row)
             self.pool.release(row.blocks)
@@ -417,6 +431,23 @@ class PagedGenerator:
             victim = running.pop()  # the latest admitted
             self._preempt(victim, waiting)
             # rows before i keep their new blocks; if the victim was row i, move on
+
+    def _graph(self, rows: int, width: int):
+        """The captured decode step for this many rows and block-table width (buckets of powers
+        of two); None (eager) where capture fails."""
+        key = (_bucket(rows, 8), min(_bucket(width, 16), self.tables.shape[1]))
+        if key not in self.graphs:
+            try:
+                if self._graph_pool is None:
+                    self._graph_pool = self._torch.cuda.graph_pool_handle()
+                self.graphs[key] = DecodeGraph(self, *key)
+            except Exception as exc:  # noqa: BLE001 - capture is an optimisation: decode eagerly instead
+                import warnings
+
+                warnings.warn(f"paged decode: CUDA graph capture failed ({type(exc).__name__}: {exc}); decoding eagerly")
+                self.use_graphs = False
+                return None
+        return self.graphs[key]
 
     def _flush_tables(self) -> None:
         """Blocks handed out since the last step, into the device block tables (one copy)."""
@@ -444,6 +475,62 @@ class PagedGenerator:
             row.tokens.append(tok)
             row.logprobs.append(lp)
             row.ended = tok in self.eos_ids
+
+
+def _bucket(n: int, least: int) -> int:
+    return max(least, 1 << (max(n, 1) - 1).bit_length())
+
+
+class DecodeGraph:
+    """One decode step captured as a CUDA graph for `rows` rows and `width` blocks per table.
+
+    Static buffers hold the inputs; rows beyond the live ones are padding: they feed token 0,
+    write their K/V to slot 0 of block 0 (never handed out: the generator reserves it) and read
+    one slot of it. The Triton kernel's split count follows from `width`, so it is fixed too."""
+
+    def __init__(self, generator: PagedGenerator, rows: int, width: int):
+        import torch
+
+        device, bs = generator.device, generator.pool.block_size
+        self.rows, self.width = rows, width
+        self.ids = torch.zeros((rows, 1), dtype=torch.long, device=device)
+        self.pos = torch.zeros((rows, 1), dtype=torch.long, device=device)
+        self.slots = torch.zeros(rows, dtype=torch.long, device=device)
+        self.tables = torch.zeros((rows, width), dtype=torch.long, device=device)
+        self.lengths = torch.ones(rows, dtype=torch.long, device=device)
+        step = Step(generator.pool, self.slots, prefill=False, tables=self.tables, lengths=self.lengths,
+                    max_length=width * bs)
+        model, mask = generator.model, generator._no_mask
+
+        def forward():
+            with _stepping(step):
+                return model(input_ids=self.ids, position_ids=self.pos, attention_mask=mask,
+                             use_cache=False).logits[:, -1]
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                forward()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=generator._graph_pool):
+            self.logits = forward()
+
+    def replay(self, ids, pos, slots, tables, all_tables, slots_of):
+        n = len(ids)
+        self.ids.zero_()
+        self.pos.zero_()
+        self.slots.zero_()
+        self.tables.zero_()
+        self.lengths.fill_(1)
+        self.ids[:n, 0] = ids
+        self.pos[:n, 0] = pos
+        self.slots[:n] = slots
+        self.tables[:n] = all_tables[slots_of, :self.width]
+        self.lengths[:n] = pos + 1
+        self.graph.replay()
+        return self.logits[:n]
 
 
 def kv_blocks_for(model, gpu_memory_utilization: float, block_size: int = BLOCK_SIZE,
