@@ -39,6 +39,7 @@ from train.generate.sampler import row_keys, sample_next
 
 NAME = "paged"
 BLOCK_SIZE = 16
+RESERVE_TOKENS = 40_960  # the longest prefill the activation reserve covers (prompt + response caps)
 GATHER_SLOTS = 1 << 18  # decode attention gathers at most this many token slots per chunk of rows
 
 
@@ -542,8 +543,9 @@ def kv_blocks_for(model, gpu_memory_utilization: float, block_size: int = BLOCK_
     device = next(model.parameters()).device
     total = torch.cuda.get_device_properties(device).total_memory
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    if reserve_bytes is None:  # a long prefill's activations and the decode step's sampling and gathers
-        reserve_bytes = 4 * 2**30 + 32 * 256 * config.vocab_size * 4
+    if reserve_bytes is None:  # one prefill of RESERVE_TOKENS (a recompute at the caps), sampling, graphs
+        width = 6 * config.hidden_size + 3 * config.intermediate_size  # live activations per token, roughly
+        reserve_bytes = 2 * 2**30 + RESERVE_TOKENS * width * 2 + 32 * 256 * config.vocab_size * 4
     free = gpu_memory_utilization * total - torch.cuda.memory_allocated(device) - reserve_bytes
     per = BlockPool.bytes_per_block(config, block_size, next(model.parameters()).dtype)
     blocks = int(free // per)
