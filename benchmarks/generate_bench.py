@@ -195,7 +195,7 @@ def bandwidth_bound(model, prompts, lengths, bandwidth: float) -> dict:
             "weight_gb": round(weight_bytes / 1e9, 2), "kv_bytes_per_token": kv_per_token}
 
 
-def paged_run(model, prompts, lengths, utilization: float, out: dict):
+def paged_run(model, prompts, lengths, utilization: float, out: dict, lookahead: int | None = None):
     from train.generate.base import SamplingConfig
     from train.generate.paged import PagedGenerator, kv_blocks_for
 
@@ -203,7 +203,7 @@ def paged_run(model, prompts, lengths, utilization: float, out: dict):
         blocks = kv_blocks_for(model, utilization)
     else:  # a CPU smoke run: room for every row
         blocks = 1 + sum(-(-(len(p) + n) // 16) for p, n in zip(prompts, lengths))
-    generator = PagedGenerator(model, [], num_blocks=blocks)
+    generator = PagedGenerator(model, [], num_blocks=blocks, lookahead=lookahead)
     got = generator.generate(prompts, lengths, SamplingConfig(max_new_tokens=max(lengths), seed=0))
     assert [len(t) for t, _ in got] == list(lengths), "every row must generate exactly its forced length"
     out.update(kv_blocks=blocks, preemptions=generator.preemptions, result=got)
@@ -289,7 +289,8 @@ def run_arm_mix(args, results: dict) -> None:
             torch.cuda.empty_cache() if device == "cuda" else None
             torch.cuda.reset_peak_memory_stats() if device == "cuda" else None
             info: dict = {}
-            fn = {"paged": lambda: paged_run(model, prompts, lengths, args.gpu_memory_utilization, info),
+            fn = {"paged": lambda: paged_run(model, prompts, lengths, args.gpu_memory_utilization, info,
+                                             args.lookahead),
                   "static": lambda: static_run(model, prompts, lengths, step),
                   "generate_batch": lambda: generate_batch_run(model, prompts, lengths)}[method]
             measure(method + at, fn, tokens, results)
@@ -319,6 +320,8 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--caps", default="24576", help="arm_mix: response caps, a comma list")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.6, help="arm_mix: the paged pool's share")
+    parser.add_argument("--lookahead", type=int, default=None,
+                        help="arm_mix: paged decode steps per host sync (default: train.generate.paged.LOOKAHEAD on GPU)")
     parser.add_argument("--bandwidth", type=float, default=4.8e12, help="arm_mix: bytes/s for the bound (H200)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=1024)

@@ -22,12 +22,13 @@ class HFBackend:
 
     def __init__(self, model, tokenizer, fast: bool | None = None, max_batch: int | None = None,
                  paged: bool = True, gpu_memory_utilization: float = 0.6, kv_blocks: int | None = None,
-                 max_running: int = 256):
+                 max_running: int = 256, lookahead: int | None = None):
         self.model = model
         self.paged = paged
         self.gpu_memory_utilization = gpu_memory_utilization
         self.kv_blocks = kv_blocks  # None: from gpu_memory_utilization on GPU, every row's full length on CPU
         self.max_running = max_running
+        self.lookahead = lookahead  # decode steps per host sync (None: the paged module's default)
         self.last_generator = None  # the PagedGenerator of the last call (its preemption count)
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
@@ -82,7 +83,8 @@ class HFBackend:
             blocks = kv_blocks_for(self.model, self.gpu_memory_utilization)
         if blocks is None:
             blocks = 1 + sum(-(-(len(p.token_ids) + p.max_new_tokens) // BLOCK_SIZE) for p in plans)
-        generator = PagedGenerator(self.model, self.eos_ids, num_blocks=blocks, max_running=self.max_running)
+        generator = PagedGenerator(self.model, self.eos_ids, num_blocks=blocks, max_running=self.max_running,
+                                   lookahead=self.lookahead)
         self.last_generator = generator
         try:
             return generator.generate([p.token_ids for p in plans], [p.max_new_tokens for p in plans], sampling)

@@ -39,6 +39,7 @@ from train.generate.sampler import row_keys, sample_next
 
 NAME = "paged"
 BLOCK_SIZE = 16
+LOOKAHEAD = 8
 RESERVE_TOKENS = 40_960  # the longest prefill the activation reserve covers (prompt + response caps)
 GATHER_SLOTS = 1 << 18  # decode attention gathers at most this many token slots per chunk of rows
 
@@ -232,7 +233,8 @@ class PagedGenerator:
     """Samples rows to EOS or their budget over a paged KV pool (see the module docstring)."""
 
     def __init__(self, model, eos_ids: list[int], num_blocks: int, block_size: int = BLOCK_SIZE,
-                 max_running: int = 256, budget_setting: str = "gpu_memory_utilization", use_graphs: bool | None = None):
+                 max_running: int = 256, budget_setting: str = "gpu_memory_utilization", use_graphs: bool | None = None,
+                 lookahead: int | None = None):
         import torch
 
         self.model = model
@@ -243,6 +245,9 @@ class PagedGenerator:
         self.pool = BlockPool(self.config, num_blocks, block_size, self.device, dtype)
         self.max_running = max_running
         self.budget_setting = budget_setting
+        # decode steps per host sync: on the GPU the host queues several steps ahead instead of
+        # waiting for each one (a row that ends at EOS inside a run wastes at most lookahead - 1 steps)
+        self.lookahead = lookahead or (LOOKAHEAD if self.device.type == "cuda" else 1)
         # a 4D mask is passed through untouched by transformers' mask builders (no host sync, so
         # the decode step can be captured); paged_attention ignores it
         self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)
@@ -385,48 +390,63 @@ class PagedGenerator:
     # -- decode -------------------------------------------------------------------------
 
     def _decode(self, waiting: list, running: list) -> None:
-        """One token for every running row (preempting the latest admitted when blocks run out)."""
-        self._grow(waiting, running)
+        """Up to `lookahead` tokens for every running row, with one host sync at the end
+        (preempting the latest admitted when blocks run out). The steps in between feed each
+        row's sampled token back on the device; a row that hits EOS before the end of the run
+        keeps only its tokens up to the EOS. Rows join and leave only between runs."""
+        steps = min([self.lookahead] + [row.budget - len(row.tokens) for row in running]) if running else 1
+        self._grow(waiting, running, steps)
         if not running:
             return
         torch, bs = self._torch, self.pool.block_size
         self._flush_tables()
-        feed = [row.tokens[-1] for row in running]
-        positions = [row.cached for row in running]
         width = max(len(row.blocks) for row in running)
         slots_of = torch.tensor([row.slot for row in running], dtype=torch.long, device=self.device)
         tables = self.tables[slots_of, :width]
-        pos = torch.tensor(positions, dtype=torch.long, device=self.device)
-        slots = tables.gather(1, (pos // bs)[:, None])[:, 0] * bs + pos % bs
-        ids = torch.tensor(feed, device=self.device)
+        host = torch.tensor([[row.tokens[-1], row.cached, self.keys[row.index], len(row.tokens)] for row in running],
+                            dtype=torch.long)
+        ids, pos, keys, drawn = host.to(self.device).unbind(1)
         graph = self._graph(len(running), width) if self.use_graphs else None
-        if graph is not None:
-            logits = graph.replay(ids, pos, slots, tables, self.tables, slots_of)
-        else:
-            step = Step(self.pool, slots, prefill=False, tables=tables, lengths=pos + 1, max_length=max(positions) + 1)
-            with _stepping(step):
-                logits = self.model(input_ids=ids[:, None], position_ids=pos[:, None], attention_mask=self._no_mask,
-                                    use_cache=False).logits[:, -1]
-        for row in running:
-            row.cached += 1
-        self._sample(running, logits)
+        s, tokens, logprobs = self.sampling, [], []
+        for j in range(steps):
+            slots = tables.gather(1, (pos // bs)[:, None])[:, 0] * bs + pos % bs
+            if graph is not None:
+                logits = graph.replay(ids, pos, slots, tables, self.tables, slots_of)
+            else:
+                step = Step(self.pool, slots, prefill=False, tables=tables, lengths=pos + 1, max_length=width * bs)
+                with _stepping(step):
+                    logits = self.model(input_ids=ids[:, None], position_ids=pos[:, None],
+                                        attention_mask=self._no_mask, use_cache=False).logits[:, -1]
+            ids, lps = sample_next(logits, s.temperature, s.top_k, s.top_p, keys, drawn + j)
+            tokens.append(ids)
+            logprobs.append(lps)
+            pos = pos + 1
+        tokens, logprobs = torch.stack(tokens, 1).tolist(), torch.stack(logprobs, 1).float().tolist()  # the sync
+        for row, row_tokens, row_logprobs in zip(running, tokens, logprobs):
+            for token, logprob in zip(row_tokens, row_logprobs):
+                row.cached += 1
+                self._append(row, token, logprob)
+                if row.finished:
+                    break
         for row in [r for r in running if r.finished]:
             running.remove(row)
             self.pool.release(row.blocks)
             row.blocks = []
 
-    def _grow(self, waiting: list, running: list) -> None:
-        """Every running row gets the block its next token needs; preempt from the back if short."""
+    def _grow(self, waiting: list, running: list, steps: int = 1) -> None:
+        """Every running row gets the blocks its next `steps` tokens need; preempt from the back
+        if short."""
         i = 0
         while i < len(running):
             row = running[i]
-            if row.cached < len(row.blocks) * self.pool.block_size:
+            missing = self.pool.blocks_for(row.cached + steps) - len(row.blocks)
+            if missing <= 0:
                 i += 1
                 continue
-            block = self._take(1, idle=len(running) == 1)
-            if block is not None:
-                self._table_writes.append((row.slot, len(row.blocks), block[0]))
-                row.blocks += block
+            blocks = self._take(missing, idle=len(running) == 1)
+            if blocks is not None:
+                self._table_writes += [(row.slot, len(row.blocks) + j, b) for j, b in enumerate(blocks)]
+                row.blocks += blocks
                 i += 1
                 continue
             victim = running.pop()  # the latest admitted
@@ -473,9 +493,12 @@ class PagedGenerator:
         s = self.sampling
         tokens, logprobs = sample_next(logits, s.temperature, s.top_k, s.top_p, keys, steps)
         for row, tok, lp in zip(rows, tokens.tolist(), logprobs.float().tolist()):
-            row.tokens.append(tok)
-            row.logprobs.append(lp)
-            row.ended = tok in self.eos_ids
+            self._append(row, tok, lp)
+
+    def _append(self, row: Row, token: int, logprob: float) -> None:
+        row.tokens.append(token)
+        row.logprobs.append(logprob)
+        row.ended = token in self.eos_ids
 
 
 def _bucket(n: int, least: int) -> int:

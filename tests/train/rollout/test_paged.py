@@ -27,11 +27,12 @@ def _tokens(out):
     return [[c.response_token_ids for c in group] for group in out]
 
 
-def test_paged_path_yields_the_static_paths_tokens_and_logprobs(policy, messages):
+@pytest.mark.parametrize("lookahead", [1, 5])  # a host sync every step / every 5 decode steps
+def test_paged_path_yields_the_static_paths_tokens_and_logprobs(policy, messages, lookahead):
     sampling = SamplingConfig(max_new_tokens=24, seed=7)
     requests = _requests(messages)
     static = HFBackend(policy.model, policy.tokenizer, paged=False).generate(requests, sampling)
-    paged = HFBackend(policy.model, policy.tokenizer, max_running=3).generate(requests, sampling)
+    paged = HFBackend(policy.model, policy.tokenizer, max_running=3, lookahead=lookahead).generate(requests, sampling)
     assert _tokens(paged) == _tokens(static)
     for group_p, group_s in zip(paged, static):
         for p, s in zip(group_p, group_s):
@@ -47,12 +48,13 @@ def test_a_rows_tokens_do_not_depend_on_the_rows_beside_it(policy, messages):
     assert _tokens(first)[0] == _tokens(together)[0]
 
 
-def test_preemption_and_recompute_yield_the_unconstrained_completions(policy, messages):
+@pytest.mark.parametrize("lookahead", [1, 6])
+def test_preemption_and_recompute_yield_the_unconstrained_completions(policy, messages, lookahead):
     sampling = SamplingConfig(max_new_tokens=40, seed=11)
     requests = _requests(messages)
     free = HFBackend(policy.model, policy.tokenizer).generate(requests, sampling)
     longest = max(len(c.prompt_token_ids) + 40 for group in free for c in group)
-    tight = HFBackend(policy.model, policy.tokenizer, kv_blocks=-(-longest // BLOCK_SIZE) + 2)
+    tight = HFBackend(policy.model, policy.tokenizer, kv_blocks=-(-longest // BLOCK_SIZE) + 2, lookahead=lookahead)
     out = tight.generate(requests, sampling)
     assert tight.last_generator.preemptions > 0
     assert _tokens(out) == _tokens(free)
@@ -77,7 +79,7 @@ def test_a_budget_smaller_than_one_rows_cap_still_finishes(policy, messages):
                                                                        SamplingConfig(60, seed=5))
     eos = sorted({tokens[20 + 3 * i] for i, (tokens, _) in enumerate(long)})
     sampling = SamplingConfig(max_new_tokens=cap, seed=5)
-    small = PagedGenerator(policy.model, eos, num_blocks=prompt_blocks + 4)  # 64 slots beyond the prompt
+    small = PagedGenerator(policy.model, eos, num_blocks=prompt_blocks + 4, lookahead=3)  # 48 slots beyond the prompt
     assert small.pool.num_blocks * BLOCK_SIZE < len(prompts[0]) + cap
     got = small.generate(prompts, [cap] * len(prompts), sampling)
     want = PagedGenerator(policy.model, eos, num_blocks=full).generate(prompts, [cap] * len(prompts), sampling)
