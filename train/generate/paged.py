@@ -76,8 +76,8 @@ class BlockPool:
         dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         return 2 * config.num_hidden_layers * block_size * heads * dim * torch.empty((), dtype=dtype).element_size()
 
-    def take(self, n: int) -> list[int] | None:
-        if n > len(self.free):
+    def take(self, n: int, reserve: int = 0) -> list[int] | None:
+        if n + reserve > len(self.free):
             return None
         blocks = [self.free.pop() for _ in range(n)]
         for b in blocks:
@@ -291,7 +291,7 @@ class PagedGenerator:
     def _admit(self, waiting: list, running: list) -> None:
         while waiting and len(running) < self.max_running:
             row = waiting[0]
-            if not self._start(row, idle=not running):
+            if not self._start(row, reserve=len(running)):
                 return
             waiting.pop(0)
             self._table_writes += [(row.slot, j, b) for j, b in enumerate(row.blocks)]
@@ -301,13 +301,15 @@ class PagedGenerator:
             else:
                 running.append(row)
 
-    def _start(self, row: Row, idle: bool) -> bool:
-        """Give `row` its K/V and sample its next token; False when the pool cannot take it now."""
+    def _start(self, row: Row, reserve: int) -> bool:
+        """Give `row` its K/V and sample its next token; False when the pool cannot take it now
+        and still leave `reserve` blocks free (one for each running row's next block: without
+        it a readmitted row would be preempted again at once, vLLM's watermark)."""
         shared = self.shared.get(tuple(row.prompt)) if not row.tokens else None
         if shared is not None and shared.logits is not None:
-            return self._start_shared(row, shared)
+            return self._start_shared(row, shared, reserve)
         context = row.prompt + row.tokens
-        blocks = self._take(self.pool.blocks_for(len(context)), idle)
+        blocks = self._take(self.pool.blocks_for(len(context)), idle=reserve == 0, reserve=reserve)
         if blocks is None:
             return False
         row.blocks, row.cached = blocks, len(context)
@@ -321,10 +323,10 @@ class PagedGenerator:
         self._sample([row], logits[None])
         return True
 
-    def _start_shared(self, row: Row, shared: SharedPrompt) -> bool:
+    def _start_shared(self, row: Row, shared: SharedPrompt, reserve: int) -> bool:
         tail = None
         if shared.tail is not None:
-            tail = self._take(1, idle=False)
+            tail = self.pool.take(1, reserve)  # never evicts: the prompt it would drop is this one
             if tail is None:
                 return False
             self.pool.copy_block(shared.tail, tail[0])
@@ -352,11 +354,11 @@ class PagedGenerator:
         if shared is not None and shared.logits is not None:
             self.pool.release(shared.full + ([shared.tail] if shared.tail is not None else []))
 
-    def _take(self, n: int, idle: bool) -> list[int] | None:
-        """n free blocks, dropping kept prompts first when the pool is short."""
-        blocks = self.pool.take(n)
+    def _take(self, n: int, idle: bool, reserve: int = 0) -> list[int] | None:
+        """n free blocks (leaving `reserve` free), dropping kept prompts first when short."""
+        blocks = self.pool.take(n, reserve)
         while blocks is None and self._evict_shared():
-            blocks = self.pool.take(n)
+            blocks = self.pool.take(n, reserve)
         if blocks is None and idle:
             raise KVBudgetError(f"the KV pool ({self.pool.usable} blocks of {self.pool.block_size} tokens) cannot hold one row of {n} blocks; "
                                 f"raise --set {self.budget_setting}=... or lower --set response_cap=...")

@@ -79,7 +79,7 @@ def test_a_budget_smaller_than_one_rows_cap_still_finishes(policy, messages):
                                                                        SamplingConfig(60, seed=5))
     eos = sorted({tokens[20 + 3 * i] for i, (tokens, _) in enumerate(long)})
     sampling = SamplingConfig(max_new_tokens=cap, seed=5)
-    small = PagedGenerator(policy.model, eos, num_blocks=prompt_blocks + 4, lookahead=3)  # 48 slots beyond the prompt
+    small = PagedGenerator(policy.model, eos, num_blocks=prompt_blocks + 3, lookahead=3)  # 32 slots beyond the prompt
     assert small.pool.num_blocks * BLOCK_SIZE < len(prompts[0]) + cap
     got = small.generate(prompts, [cap] * len(prompts), sampling)
     want = PagedGenerator(policy.model, eos, num_blocks=full).generate(prompts, [cap] * len(prompts), sampling)
