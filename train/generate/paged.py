@@ -7,10 +7,11 @@ Memory follows the live tokens, not the cap:
   the prompt's last, partial block is copied per row, since each row writes its own tokens
   after it.
 - `PagedGenerator`: a scheduler. Rows wait in request order; up to `max_running` run at once.
-  Each iteration admits waiting rows while blocks are free (a prompt runs once; its siblings
-  take its blocks and its last logits, no forward), then runs ONE decode forward for every
-  running row (one token each). A row that ends frees its blocks, and the next waiting row
-  joins at the following iteration (continuous batching).
+  Each iteration admits waiting rows while blocks are free, keeping one free block per running
+  row (a prompt runs once; its siblings take its blocks and its last logits, no forward), then
+  decodes every running row `lookahead` tokens (1 on CPU, 8 on GPU: one host sync per run of
+  steps, the sampled tokens fed back on the device). A row that ends frees its blocks, and the
+  next waiting row joins at the following iteration (continuous batching).
 - Preemption by recompute (vLLM's policy): when a running row needs a block and none is free,
   the latest-admitted running row is preempted, its blocks freed; it waits at the head of the
   queue and is later prefilled again with its prompt and the tokens it had. A single row that
