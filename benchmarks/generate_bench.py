@@ -20,6 +20,23 @@ one uncached forward over prompt + response (a wrong KV cache shows up as large 
 tokens/s = generated tokens / wall seconds of the call, prefill included.
 
     PYTHONPATH=. python3 benchmarks/generate_bench.py --batch 64 --prompt 1024 --new 256,1024 --out results.json
+
+`--workload arm_mix`: a round as the arms run it. 64 rows = 4 tasks x 16 siblings sharing 4
+prompts of 1,000 to 12,000 tokens; completion lengths drawn lognormal (median 3,000, sigma set
+so that 10% reach the cap), clipped to the cap, and FORCED (no EOS; each row stops at its drawn
+length), so every method generates exactly the same tokens. At each cap of `--caps`:
+- `paged`: the hf backend's paged KV cache + continuous batching (train.generate.paged), the
+  pool sized by `--gpu-memory-utilization`;
+- `static`: the previous path, one left-padded batch over a static cache of rows x (prompt +
+  cap), compiled decode step (CUDA graphs); OOM is reported as such;
+- `generate_batch`: transformers' own continuous batching (`paged|sdpa`), per-row lengths
+  forced by its max_new_tokens per request where supported.
+Each reports tokens/s, peak GPU memory, and the memory-bandwidth bound of the mix: per decode
+step, the weight bytes plus the live KV bytes of every running row (prompt + tokens so far),
+summed over the steps of the ideal schedule (every row from step 0), at `--bandwidth` bytes/s.
+
+    PYTHONPATH=. python3 benchmarks/generate_bench.py --workload arm_mix --size 1.7b --vocab 2048 \
+        --caps 4096,24576,32768 --methods paged,static --out arm_mix.json
 """
 from __future__ import annotations
 
@@ -29,20 +46,22 @@ import time
 import traceback
 
 
-def qwen3_like(size: str):
+def qwen3_like(size: str, vocab: int = 151936, positions: int = 8192):
     from transformers import Qwen3Config
 
     shapes = {
         "1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
                      num_key_value_heads=8, head_dim=128),
+        "8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                   num_key_value_heads=8, head_dim=128),
         "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=16),
     }[size]
-    return Qwen3Config(vocab_size=151936, max_position_embeddings=8192, tie_word_embeddings=True,
+    return Qwen3Config(vocab_size=vocab, max_position_embeddings=positions, tie_word_embeddings=size != "8b",
                        rope_theta=1_000_000, **shapes)
 
 
-def build_model(size: str, device: str):
+def build_model(size: str, device: str, vocab: int = 151936, positions: int = 8192):
     import torch
     from transformers import Qwen3ForCausalLM
 
@@ -50,7 +69,7 @@ def build_model(size: str, device: str):
     torch.manual_seed(0)
     with torch.device(device):
         torch.set_default_dtype(dtype)
-        model = Qwen3ForCausalLM(qwen3_like(size))
+        model = Qwen3ForCausalLM(qwen3_like(size, vocab, positions))
         torch.set_default_dtype(torch.float32)
     model.generation_config.eos_token_id = None  # rows never stop early: equal work per method
     model.generation_config.pad_token_id = 0
@@ -89,9 +108,10 @@ def ours(model, prompts, new: int, static: bool, step_fn=None):
 
     rows = prompts.tolist()
     batch = make_batch(rows, [new] * len(rows), pad_id=0, device=prompts.device)
-    generator = torch.Generator(device=prompts.device).manual_seed(0)
+    from train.generate.sampler import row_keys
+
     ids, lps = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=new),
-                      generator=generator, static=static, step_fn=step_fn)
+                      keys=row_keys(0, range(len(rows)), prompts.device), static=static, step_fn=step_fn)
     assert all(len(r) == new for r in ids), "every row must generate exactly `new` tokens"
     return ids, lps
 
@@ -135,11 +155,174 @@ def use_decode_kernel(kernel: str) -> None:
         set_decode_kernel(kernel)
 
 
+# --- the arm mix ---------------------------------------------------------------------------
+
+
+def arm_mix(cap: int, seed: int = 0, tasks: int = 4, siblings: int = 16, vocab: int = 2048):
+    """(prompts, lengths): `tasks` prompts of 1,000-12,000 tokens, each for `siblings` rows, and
+    each row's forced completion length (lognormal, median 3,000, 10% at the cap)."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    prompt_lengths = rng.integers(1000, 12001, tasks)
+    prompts = [rng.integers(3, vocab, n).tolist() for n in prompt_lengths]
+    sigma = math.log(cap / 3000) / 1.2816 if cap > 3000 else 1.0  # P(L > cap) = 10%
+    lengths = np.clip(rng.lognormal(math.log(3000), sigma, tasks * siblings), 16, cap).astype(int).tolist()
+    rows = [prompts[i // siblings] for i in range(tasks * siblings)]
+    return rows, lengths
+
+
+def bandwidth_bound(model, prompts, lengths, bandwidth: float) -> dict:
+    """Seconds and tokens/s if every decode step only streamed weights + live KV at `bandwidth`."""
+    import numpy as np
+
+    config = model.config
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    kv_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
+                    * next(model.parameters()).element_size())
+    prompt_len = np.array([len(p) for p in prompts])
+    lengths = np.array(lengths)
+    steps = int(lengths.max())
+    total = 0.0
+    for t in range(steps):  # step t feeds token t of every row still running (the first comes from prefill)
+        alive = lengths > t + 1
+        if alive.any():
+            total += weight_bytes + kv_per_token * float((prompt_len[alive] + t + 1).sum())
+    seconds = total / bandwidth
+    return {"seconds": round(seconds, 2), "tokens_per_s": round(int(lengths.sum()) / seconds, 1),
+            "weight_gb": round(weight_bytes / 1e9, 2), "kv_bytes_per_token": kv_per_token}
+
+
+def paged_run(model, prompts, lengths, utilization: float, out: dict, lookahead: int | None = None):
+    from train.generate.base import SamplingConfig
+    from train.generate.paged import PagedGenerator, kv_blocks_for
+
+    if next(model.parameters()).is_cuda:
+        blocks = kv_blocks_for(model, utilization)
+    else:  # a CPU smoke run: room for every row
+        blocks = 1 + sum(-(-(len(p) + n) // 16) for p, n in zip(prompts, lengths))
+    generator = PagedGenerator(model, [], num_blocks=blocks, lookahead=lookahead)
+    got = generator.generate(prompts, lengths, SamplingConfig(max_new_tokens=max(lengths), seed=0))
+    assert [len(t) for t, _ in got] == list(lengths), "every row must generate exactly its forced length"
+    out.update(kv_blocks=blocks, preemptions=generator.preemptions, result=got)
+
+
+def static_run(model, prompts, lengths, step_fn):
+    import torch
+
+    from train.generate.base import SamplingConfig
+    from train.generate.sampler import decode, make_batch, row_keys
+
+    device = next(model.parameters()).device
+    batch = make_batch(prompts, list(lengths), pad_id=0, device=device)
+    ids, _ = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=max(lengths)),
+                    keys=row_keys(0, range(len(prompts)), device), static=True, step_fn=step_fn)
+    assert [len(r) for r in ids] == list(lengths)
+    del batch
+    torch.cuda.empty_cache()
+
+
+def generate_batch_run(model, prompts, lengths):
+    """transformers' continuous batching (its manager, `paged|sdpa`), each request with its own
+    max_new_tokens and no EOS: the same forced lengths."""
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(max_new_tokens=max(lengths), do_sample=True, eos_token_id=None, pad_token_id=0)
+    manager = model.init_continuous_batching(generation_config=config)
+    manager.start()
+    try:
+        for prompt, n in zip(prompts, lengths):
+            manager.add_request(prompt, max_new_tokens=int(n))
+        done = 0
+        while done < len(prompts):
+            result = manager.get_result(timeout=1)
+            if result is not None and result.is_finished():
+                done += 1
+            elif result is None and not manager.is_running():
+                raise RuntimeError(f"transformers' continuous batching stopped after {done} of {len(prompts)} rows")
+    finally:
+        manager.stop(block=True)
+
+
+def paged_logprob_check(model, prompts, result, rows=(0, -1), tail: int = 512) -> dict:
+    """|paged logprob - an uncached forward's| over the last `tail` tokens of a few rows."""
+    import torch
+
+    diffs = []
+    with torch.inference_mode():
+        for row in rows:
+            ids, lps = result[row]
+            keep = min(tail, len(ids))
+            seq = torch.tensor(prompts[row] + ids, device=next(model.parameters()).device)[None]
+            logits = model(input_ids=seq, logits_to_keep=keep + 1).logits[0, :-1].float()  # (keep, V)
+            full = torch.log_softmax(logits, -1).gather(-1, seq[0, -keep:, None])[:, 0]
+            diffs.append((full - torch.tensor(lps[-keep:], device=full.device)).abs())
+    diffs = torch.cat(diffs)
+    return {"mean_abs": round(diffs.mean().item(), 4), "max_abs": round(diffs.max().item(), 4)}
+
+
+def run_arm_mix(args, results: dict) -> None:
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    caps = [int(c) for c in args.caps.split(",")]
+    model = build_model(args.size, device, args.vocab, positions=max(caps) + 12_288)
+    results["params_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 3)
+    methods = args.methods.split(",")
+    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
+    for cap in caps:
+        prompts, lengths = arm_mix(cap, vocab=args.vocab)
+        at = f"@{cap}"
+        tokens = sum(lengths)
+        results["mix" + at] = {"rows": len(prompts), "prompt_tokens": sorted({len(p) for p in prompts}),
+                               "generated_tokens": tokens, "median_length": sorted(lengths)[len(lengths) // 2],
+                               "at_cap": sum(n == cap for n in lengths), "longest": max(lengths)}
+        bound = bandwidth_bound(model, prompts, lengths, args.bandwidth)
+        results["bound" + at] = bound
+        print("mix" + at, results["mix" + at], "bound", bound, flush=True)
+        if args.out:  # what is measured so far, in case a later cap runs out of time
+            with open(args.out, "w") as fh:
+                json.dump(results, fh, indent=1)
+        for method in methods:
+            torch.cuda.empty_cache() if device == "cuda" else None
+            torch.cuda.reset_peak_memory_stats() if device == "cuda" else None
+            info: dict = {}
+            fn = {"paged": lambda: paged_run(model, prompts, lengths, args.gpu_memory_utilization, info,
+                                             args.lookahead),
+                  "static": lambda: static_run(model, prompts, lengths, step),
+                  "generate_batch": lambda: generate_batch_run(model, prompts, lengths)}[method]
+            measure(method + at, fn, tokens, results)
+            entry = results[method + at]
+            if device == "cuda":
+                entry["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+            if "tokens_per_s" in entry:
+                entry["of_bound"] = round(entry["tokens_per_s"] / bound["tokens_per_s"], 3)
+            entry.update({k: v for k, v in info.items() if k != "result"})
+            print(method + at, entry, flush=True)
+            if "result" in info:  # the paged path's logprobs against one uncached forward (a wrong cache shows)
+                results["paged_logprob_check" + at] = paged_logprob_check(model, prompts, info.pop("result"))
+                print("paged_logprob_check" + at, results["paged_logprob_check" + at], flush=True)
+            if args.out:
+                with open(args.out, "w") as fh:
+                    json.dump(results, fh, indent=1)
+
+
 def main() -> None:
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="1.7b", choices=["1.7b", "tiny"])
+    parser.add_argument("--workload", default="fixed", choices=["fixed", "arm_mix"],
+                        help="fixed: every row the same prompt and new-token count (the old figures); arm_mix: "
+                             "a round's shape (see above)")
+    parser.add_argument("--size", default="1.7b", choices=["1.7b", "8b", "tiny"])
+    parser.add_argument("--vocab", type=int, default=151936)
+    parser.add_argument("--caps", default="24576", help="arm_mix: response caps, a comma list")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.6, help="arm_mix: the paged pool's share")
+    parser.add_argument("--lookahead", type=int, default=None,
+                        help="arm_mix: paged decode steps per host sync (default: train.generate.paged.LOOKAHEAD on GPU)")
+    parser.add_argument("--bandwidth", type=float, default=4.8e12, help="arm_mix: bytes/s for the bound (H200)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--new", default="256", help="new tokens per row; a comma list runs each")
@@ -151,7 +334,18 @@ def main() -> None:
     args = parser.parse_args()
     use_decode_kernel(args.decode_kernel)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = build_model(args.size, device)
+    if args.workload == "arm_mix":
+        import transformers
+
+        results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
+                   "transformers": transformers.__version__, **vars(args)}
+        run_arm_mix(args, results)
+        print(json.dumps(results, indent=1))
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(results, fh, indent=1)
+        return
+    model = build_model(args.size, device, args.vocab)
     prompts = torch.randint(100, 150000 if args.size == "1.7b" else 1000, (args.batch, args.prompt), device=device)
     results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
                "params_b": round(sum(p.numel() for p in model.parameters()) / 1e9, 3), **vars(args)}

@@ -18,6 +18,7 @@ Where this departs from textbook GRPO (DeepSeekMath):
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -122,7 +123,6 @@ def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
 
 def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     from train.learn.session import after_commit
-    from train.learn.timing import PhaseTimer
     from train.rollout.round import run_round
     from train.writer import RoundWrite
 
@@ -149,7 +149,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
-        timer = PhaseTimer(watch=monitor)
+        timer = GuardedTimer(arm, round_no, watch=monitor)
         with team.alone():
             if team.main:
                 if monitor is not None:
@@ -186,6 +186,75 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     team.finish()
     report.spooled = writer.spooled if writer is not None else []
     return report
+
+
+# --- device errors: one line naming the phase and the setting ------------------------------
+
+ADVICE = {
+    "gen": "lower --set gpu_memory_utilization=... (the KV pool's share of the GPU, now {util}) or "
+           "--set response_cap=... (now {response_cap})",
+    "old_log_prob": "lower --set response_cap=... (now {response_cap}; a micro-batch holds total_cap = {total_cap} tokens)",
+    "ref": "lower --set response_cap=... (now {response_cap}; a micro-batch holds total_cap = {total_cap} tokens)",
+    "adv": "lower --set response_cap=... (now {response_cap})",
+    "update_actor": "lower --set response_cap=... (now {response_cap}; a micro-batch holds total_cap = {total_cap} "
+                    "tokens, with activations for the backward pass)",
+    "update_weights": "lower --set gpu_memory_utilization=... (now {util}; the generator's share of the GPU)",
+    "save_checkpoint": "free GPU memory held by other processes, or lower --set gpu_memory_utilization=... (now {util})",
+}
+
+
+def is_device_error(exc: BaseException) -> bool:
+    """Out of GPU memory, or an error raised by CUDA / its libraries."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    accelerator = getattr(torch, "AcceleratorError", ())
+    if accelerator and isinstance(exc, accelerator):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(k in text for k in ("CUDA", "CUBLAS", "cuDNN", "NCCL", "out of memory"))
+
+
+def device_error_line(phase: str, exc: BaseException, arm: Arm, round_no: int) -> str:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    kind = "out of GPU memory" if "out of memory" in str(exc).lower() else type(exc).__name__
+    advice = ADVICE.get(phase, "see the message").format(util=arm.gpu_memory_utilization or 0.6,
+                                                         response_cap=arm.response_cap, total_cap=arm.total_cap)
+    return (f"round {round_no}, phase {phase}: {kind} ({first}); {advice}. "
+            f"Nothing of round {round_no} was written; rerun with the changed setting (--resume-from RUN:STEP continues after the last written round).")
+
+
+class GuardedTimer:
+    """The round's PhaseTimer; an OOM or CUDA error inside any phase (gen, old_log_prob, ref,
+    update_actor, update_weights, save_checkpoint) becomes one TerminalError line naming the
+    phase and the setting to change. The round's rows are written after every phase, in one
+    transaction, so nothing of a failed round lands."""
+
+    def __init__(self, arm: Arm, round_no: int, watch=None):
+        from train.learn.timing import PhaseTimer
+
+        self._timer, self.arm, self.round_no = PhaseTimer(watch=watch), arm, round_no
+        self.seconds = self._timer.seconds
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        from train.generate.paged import KVBudgetError
+
+        try:
+            with self._timer.phase(name):
+                yield
+        except KVBudgetError as exc:
+            raise TerminalError(f"round {self.round_no}, phase {name}: {exc}") from None
+        except Exception as exc:
+            if not is_device_error(exc):
+                raise
+            raise TerminalError(device_error_line(name, exc, self.arm, self.round_no)) from None
+
+    def row(self, step: int) -> dict:
+        return self._timer.row(step)
 
 
 def check_backend(opts: RunOptions, team) -> None:
@@ -367,7 +436,7 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
                            tensor_parallel_size=knobs.tensor_parallel_size)
     from train.generate.hf import HFBackend
 
-    return HFBackend(policy.model, policy.tokenizer)
+    return HFBackend(policy.model, policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6)
 
 
 def round_samples(result) -> list:

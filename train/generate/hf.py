@@ -1,21 +1,35 @@
-"""Generation with Hugging Face transformers: every sibling of every request in one batch.
+"""Generation with Hugging Face transformers.
 
-On CPU the decode loop uses the dynamic KV cache. On GPU (`fast=True`, the default there) it
-uses a static KV cache and a decode step compiled with `torch.compile(mode="reduce-overhead")`,
-i.e. replayed as a CUDA graph (see :mod:`train.generate.sampler`).
+Two paths, with the same per-row sampler (a row's draws depend only on the seed, its index in
+the request order and the step, `sampler.row_noise`), so they yield the same tokens:
+- paged (the default): a paged KV cache with continuous batching and preemption by recompute
+  (:mod:`train.generate.paged`); its KV memory follows the live tokens, its budget is
+  `gpu_memory_utilization` of the GPU (or `kv_blocks` blocks, e.g. on CPU);
+- static (`paged=False`): every sibling of every request in one left-padded batch; on CPU the
+  dynamic KV cache, on GPU (`fast=True`) a static KV cache sized rows x (prompt + cap) and a
+  decode step compiled with `torch.compile(mode="reduce-overhead")` (see
+  :mod:`train.generate.sampler`).
 """
 from __future__ import annotations
 
 from train.generate.base import (Completion, GenRequest, SamplingConfig, completion_from_tokens,
                                  failed, plan_prompts)
-from train.generate.sampler import decode, make_batch
+from train.generate.sampler import decode, make_batch, row_keys
 
 
 class HFBackend:
     """`Backend` over a loaded transformers model (optionally PEFT-wrapped)."""
 
-    def __init__(self, model, tokenizer, fast: bool | None = None, max_batch: int | None = None):
+    def __init__(self, model, tokenizer, fast: bool | None = None, max_batch: int | None = None,
+                 paged: bool = True, gpu_memory_utilization: float = 0.6, kv_blocks: int | None = None,
+                 max_running: int = 256, lookahead: int | None = None):
         self.model = model
+        self.paged = paged
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.kv_blocks = kv_blocks  # None: from gpu_memory_utilization on GPU, every row's full length on CPU
+        self.max_running = max_running
+        self.lookahead = lookahead  # decode steps per host sync (None: the paged module's default)
+        self.last_generator = None  # the PagedGenerator of the last call (its preemption count)
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.fast = self.device.type == "cuda" if fast is None else fast
@@ -41,7 +55,7 @@ class HFBackend:
         was_training = self.model.training
         self.model.eval()  # a model left in train mode after an update would run checkpointing, no KV cache
         try:
-            return self._sample_sorted(plans, sampling)
+            return self._sample_paged(plans, sampling) if self.paged else self._sample_sorted(plans, sampling)
         finally:
             self.model.train(was_training)
 
@@ -50,16 +64,36 @@ class HFBackend:
 
         order = sorted(range(len(plans)), key=lambda i: len(plans[i].token_ids))
         size = self.max_batch or len(plans)
-        generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
         results: dict[int, tuple] = {}
         for start in range(0, len(order), size):
             chunk = order[start:start + size]
             batch = make_batch([plans[i].token_ids for i in chunk], [plans[i].max_new_tokens for i in chunk],
                                self.pad_id, self.device)
-            ids, lps = decode(self.model, batch, self.eos_ids, self.pad_id, sampling, generator,
+            keys = row_keys(sampling.seed, chunk, self.device)
+            ids, lps = decode(self.model, batch, self.eos_ids, self.pad_id, sampling, keys,
                               static=self.fast, step_fn=self._step_fn())
             results.update({i: (a, b) for i, a, b in zip(chunk, ids, lps)})
         return [results[i] for i in range(len(plans))]
+
+    def _sample_paged(self, plans, sampling: SamplingConfig) -> list[tuple[list[int], list[float]]]:
+        from train.generate.paged import BLOCK_SIZE, PagedGenerator, kv_blocks_for
+
+        blocks = self.kv_blocks
+        if blocks is None and self.device.type == "cuda":
+            blocks = kv_blocks_for(self.model, self.gpu_memory_utilization)
+        if blocks is None:
+            blocks = 1 + sum(-(-(len(p.token_ids) + p.max_new_tokens) // BLOCK_SIZE) for p in plans)
+        generator = PagedGenerator(self.model, self.eos_ids, num_blocks=blocks, max_running=self.max_running,
+                                   lookahead=self.lookahead)
+        self.last_generator = generator
+        try:
+            return generator.generate([p.token_ids for p in plans], [p.max_new_tokens for p in plans], sampling)
+        finally:
+            generator.pool = None  # the pool's memory goes back before the learner's phases
+            if self.device.type == "cuda":
+                import torch
+
+                torch.cuda.empty_cache()
 
     def _step_fn(self):
         """The decode step: compiled once (CUDA graphs) on the fast path, else the model."""

@@ -49,8 +49,48 @@ def make_batch(prompts: list[list[int]], budgets: list[int], pad_id: int, device
                  torch.tensor(budgets, dtype=torch.long, device=device), width, steps)
 
 
-def sample_next(logits, temperature: float, top_k: int, top_p: float, generator):
-    """(tokens (B,), logprobs (B,)) from last-position logits (B, V); logprobs before filtering."""
+M32 = 0xFFFFFFFF
+
+
+def _mix(x):
+    """lowbias32 (a 32-bit integer hash) on int64 tensors or Python ints holding 32-bit values."""
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & M32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & M32
+    return x ^ (x >> 16)
+
+
+def row_keys(seed: int, rows, device):
+    """(B,) int64: the noise key of each row, from the call's sampling seed and the row's index
+    in the request order of `generate` (never from which rows share its batch)."""
+    import torch
+
+    base = _mix(_mix(seed & M32) ^ ((seed >> 32) & M32))
+    return torch.tensor([_mix(base ^ (int(r) & M32)) for r in rows], dtype=torch.long, device=device)
+
+
+def row_noise(keys, steps, vocab: int):
+    """(B, V) float32 Exp(1) draws, a function of (row key, step, vocab id) only.
+
+    Counter-based: each entry hashes its own (key, step, id), elementwise on the device, with
+    no generator state, so a row's draws at step t are the same whatever batch it runs in and
+    however often it was preempted and recomputed."""
+    import torch
+
+    step_key = _mix((keys + steps * 0x9E3779B1) & M32)  # (B,)
+    salt = _mix(step_key ^ 0x5BD1E995)  # (B,)
+    ids = torch.arange(vocab, device=keys.device, dtype=torch.long)  # (V,)
+    bits = _mix(_mix(step_key[:, None] ^ ids[None, :]) ^ salt[:, None])  # (B, V) in [0, 2^32)
+    uniform = ((bits >> 8).float() + 0.5) * (1.0 / (1 << 24))  # (0, 1)
+    return -torch.log(uniform)
+
+
+def sample_next(logits, temperature: float, top_k: int, top_p: float, keys, steps):
+    """(tokens (B,), logprobs (B,)) from last-position logits (B, V); logprobs before filtering.
+
+    `keys` (B,) are the rows' noise keys (`row_keys`), `steps` (B,) or an int the index of the
+    token being drawn in each row's response."""
     import torch
 
     logits = logits.float()
@@ -60,10 +100,11 @@ def sample_next(logits, temperature: float, top_k: int, top_p: float, generator)
     scaled = logits / temperature  # (B, V)
     logprobs = torch.log_softmax(scaled, -1)  # (B, V)
     probs = torch.softmax(_filter(scaled, top_k, top_p), -1)  # (B, V)
-    # Exponential race: argmax(p / E), E ~ Exp(1), is a draw from p (as multinomial), in
-    # three elementwise kernels and no host sync.
-    race = torch.empty_like(probs).exponential_(generator=generator)
-    tokens = (probs / race).argmax(-1)  # (B,)
+    # Exponential race: argmax(p / E), E ~ Exp(1), is a draw from p (as multinomial), with
+    # per-row counter-based noise and no host sync.
+    if not torch.is_tensor(steps):
+        steps = torch.full_like(keys, int(steps))
+    tokens = (probs / row_noise(keys, steps, probs.shape[-1])).argmax(-1)  # (B,)
     return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
 
 
@@ -81,9 +122,10 @@ def _filter(scaled, top_k: int, top_p: float):
     return scaled
 
 
-def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, generator,
+def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, keys,
            static: bool = False, step_fn=None) -> tuple[list[list[int]], list[list[float]]]:
-    """Sample every row to EOS or its budget; returns (token ids, logprobs) per row."""
+    """Sample every row to EOS or its budget; returns (token ids, logprobs) per row.
+    `keys` (B,): each row's noise key (`row_keys`)."""
     import torch
 
     cache = _cache(model, batch, static)
@@ -98,7 +140,7 @@ def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, gener
         check_every = 1 if done.device.type == "cpu" else 16
         slots = torch.arange(batch.prompt_width, batch.prompt_width + batch.steps, device=done.device)  # (T,)
         for t in range(batch.steps):
-            tokens, logprobs = sample_next(logits, sampling.temperature, sampling.top_k, sampling.top_p, generator)
+            tokens, logprobs = sample_next(logits, sampling.temperature, sampling.top_k, sampling.top_p, keys, t)
             tokens = tokens.masked_fill(done, pad_id)
             tokens_out.append(tokens)
             logprobs_out.append(logprobs)

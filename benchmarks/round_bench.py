@@ -1,0 +1,118 @@
+"""Whole `train run` rounds on one GPU at an arm's real caps, with a model of a real shape.
+
+Builds a randomly initialised Qwen3-architecture model locally (nothing is downloaded): the
+Qwen3-1.7B shape (28 layers, hidden 2048, 16/8 heads, head_dim 128, intermediate 6144) or the
+Qwen3-8B shape (36 layers, hidden 4096, 32/8 heads, head_dim 128, intermediate 12288), with a
+2,048-token byte-level BPE tokenizer from `train.policy.tokenizer.train_tokenizer`, saved
+with `save_pretrained`. Then, as a user would:
+
+    warehouse init --db DIR/w.duckdb
+    train run --arm hr24k_u6 --model DIR/model --rounds 2 --no-health-gate --device cuda \\
+        --db DIR/w.duckdb --checkpoint-dir DIR/ck --run-id round_bench_<size>
+
+and reads back from the warehouse every phase of `steps` (gen, old_log_prob, ref, adv,
+update_actor, update_weights, save_checkpoint, total seconds) and each round's generated
+tokens (`nodes.n_response_tokens`), printing the round's tokens/s (generated tokens / gen_s).
+
+    PYTHONPATH=. python3 benchmarks/round_bench.py --size 8b --rounds 2 --out round_8b.json
+
+A failed run (e.g. an OOM) prints the trainer's one `Error:` line and what it had written.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PHASES = ("gen_s", "old_log_prob_s", "ref_s", "adv_s", "update_actor_s", "update_weights_s", "save_checkpoint_s",
+          "total_s")
+
+
+def texts() -> list[str]:
+    """Tokenizer training text: the bundled tasks' descriptions and solutions."""
+    from train.env.tasks import BUNDLED_ROOT
+
+    return [p.read_text(errors="replace") for p in sorted(BUNDLED_ROOT.rglob("*")) if p.is_file()
+            and p.suffix in (".md", ".py", ".toml", ".txt")] * 4
+
+
+def build(size: str, target: Path) -> Path:
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from generate_bench import qwen3_like
+    from train.policy.tokenizer import train_tokenizer
+
+    if (target / "config.json").is_file():
+        return target
+    tokenizer = train_tokenizer(texts(), vocab_size=2048)
+    config = qwen3_like(size, vocab=len(tokenizer), positions=40960)
+    config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        torch.set_default_dtype(torch.bfloat16 if device == "cuda" else torch.float32)
+        model = Qwen3ForCausalLM(config)
+        torch.set_default_dtype(torch.float32)
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    del model
+    return target
+
+
+def read_back(db: Path, run_id: str) -> dict:
+    from warehouse.db import connect
+
+    with connect(f"duckdb:///{db}", read_only=True) as con:
+        steps = con.execute(f"SELECT step, {', '.join(PHASES)} FROM steps WHERE run_id = ? ORDER BY step",
+                            [run_id]).fetchall()
+        tokens = dict(con.execute("SELECT round, sum(n_response_tokens) FROM nodes WHERE run_id = ? GROUP BY round",
+                                  [run_id]).fetchall())
+    rounds = []
+    for row in steps:
+        entry = {"step": row[0], **{name: (round(v, 2) if v is not None else None) for name, v in zip(PHASES, row[1:])}}
+        entry["tokens"] = int(tokens.get(row[0], 0))
+        entry["gen_tokens_per_s"] = round(entry["tokens"] / entry["gen_s"], 1) if entry["gen_s"] else None
+        rounds.append(entry)
+    return {"steps": rounds, "rounds_written": sorted(tokens)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="1.7b", choices=["1.7b", "8b", "tiny"], help="tiny: a CPU smoke run")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--arm", default="hr24k_u6")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--dir", default="/tmp/round_bench", help="model, warehouse and checkpoints go here")
+    parser.add_argument("--set", dest="sets", action="append", default=[], help="passed to train run --set")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    root = Path(args.dir) / args.size
+    root.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    model = build(args.size, root / "model")
+    print(f"model {model} ready in {time.perf_counter() - start:.0f} s", flush=True)
+    db, run_id = root / "w.duckdb", f"round_bench_{args.size.replace('.', 'p')}_{int(time.time())}"
+    subprocess.run([sys.executable, "-m", "warehouse.cli", "--db", str(db), "init"], check=True)
+    command = [sys.executable, "-m", "train.cli", "run", "--arm", args.arm, "--model", str(model),
+               "--rounds", str(args.rounds), "--no-health-gate", "--device", args.device, "--db", str(db),
+               "--checkpoint-dir", str(root / "ck"), "--run-id", run_id]
+    for pair in args.sets:
+        command += ["--set", pair]
+    print(" ".join(command), flush=True)
+    done = subprocess.run(command)
+    result = {"size": args.size, "arm": args.arm, "command": command, "exit_code": done.returncode,
+              **read_back(db, run_id)}
+    for step in result["steps"]:
+        print(json.dumps(step), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

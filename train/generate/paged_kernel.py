@@ -1,0 +1,100 @@
+"""Paged decode attention on the GPU: a Triton split-K (flash-decoding) kernel over block tables.
+
+One program per (row, key/value head, split of the row's tokens): it loads the query heads that
+share the key/value head (grouped-query attention: each K/V tile is read once for the whole
+group), walks its split of the row's tokens through the block table 64 tokens a tile, and keeps
+an online softmax in fp32. A second, small step merges the splits by their log-sum-exp. The
+pool is read in place: no gathered copy of the cache, no mask tensor, no fp32 score matrix in
+memory. Splits keep the GPU busy when few rows are left (the long tail of a round).
+"""
+from __future__ import annotations
+
+import functools
+
+
+@functools.cache
+def available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.cache
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def paged_decode_kernel(Q, K, V, Tables, Lengths, Out, Max, Sum,
+                            stride_qn, stride_qh, stride_kt, stride_kh, stride_tn,
+                            stride_on, stride_oh, stride_os, stride_og,
+                            stride_mn, stride_mh, stride_ms,
+                            scale, tokens_per_split,
+                            G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                            TILE: tl.constexpr):
+        n = tl.program_id(0)
+        h = tl.program_id(1)
+        s = tl.program_id(2)
+        length = tl.load(Lengths + n)
+        start = s * tokens_per_split
+        end = tl.minimum(start + tokens_per_split, length)
+        g = tl.arange(0, GP)
+        d = tl.arange(0, D)
+        q = tl.load(Q + n * stride_qn + (h * G + g)[:, None] * stride_qh + d[None, :],
+                    mask=(g < G)[:, None], other=0.0)
+        m_i = tl.full([GP], float("-inf"), tl.float32)
+        l_i = tl.zeros([GP], tl.float32)
+        acc = tl.zeros([GP, D], tl.float32)
+        for t0 in range(start, end, TILE):
+            t = t0 + tl.arange(0, TILE)
+            valid = t < end
+            block = tl.load(Tables + n * stride_tn + t // BS, mask=valid, other=0)
+            slot = block.to(tl.int64) * BS + t % BS
+            k = tl.load(K + slot[:, None] * stride_kt + h * stride_kh + d[None, :], mask=valid[:, None], other=0.0)
+            qk = tl.dot(q, tl.trans(k)) * scale  # (GP, TILE) fp32
+            qk = tl.where(valid[None, :], qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            alpha = tl.exp(m_i - m_new)
+            p = tl.exp(qk - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(V + slot[:, None] * stride_kt + h * stride_kh + d[None, :], mask=valid[:, None], other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        tl.store(Out + n * stride_on + h * stride_oh + s * stride_os + g[:, None] * stride_og + d[None, :], acc)
+        tl.store(Max + n * stride_mn + h * stride_mh + s * stride_ms + g, m_i)
+        tl.store(Sum + n * stride_mn + h * stride_mh + s * stride_ms + g, l_i)
+
+    return paged_decode_kernel
+
+
+TILE = 64
+TARGET_PROGRAMS = 528  # 4 per SM of an H200: enough splits to fill it when few rows are left
+
+
+def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_size: int, scale: float):
+    """query (N, Hq, D); pools (slots, Hkv, D); tables (N, M) block ids; lengths (N,) -> (N, Hq, D)."""
+    import torch
+
+    n, heads, dim = query.shape
+    kv_heads = pool_k.shape[1]
+    group = heads // kv_heads
+    padded = max(16, 1 << (group - 1).bit_length())
+    splits = max(1, min(-(-TARGET_PROGRAMS // (n * kv_heads)), -(-max_length // (4 * TILE))))
+    per_split = -(-(-(-max_length // splits)) // TILE) * TILE
+    splits = -(-max_length // per_split)
+    out = torch.empty((n, kv_heads, splits, padded, dim), device=query.device, dtype=torch.float32)
+    mx = torch.empty((n, kv_heads, splits, padded), device=query.device, dtype=torch.float32)
+    sm = torch.empty_like(mx)
+    query, tables = query.contiguous(), tables.contiguous()
+    _kernel()[(n, kv_heads, splits)](
+        query, pool_k, pool_v, tables, lengths, out, mx, sm,
+        query.stride(0), query.stride(1), pool_k.stride(0), pool_k.stride(1), tables.stride(0),
+        out.stride(0), out.stride(1), out.stride(2), out.stride(3),
+        mx.stride(0), mx.stride(1), mx.stride(2),
+        scale, per_split, G=group, GP=padded, D=dim, BS=block_size, TILE=TILE, num_warps=4, num_stages=2)
+    top = mx.max(2, keepdim=True).values  # (n, Hkv, 1, GP)
+    weight = torch.exp(mx - top)  # (n, Hkv, S, GP): empty splits weigh 0
+    merged = (weight[..., None] * out).sum(2) / (weight * sm).sum(2)[..., None]  # (n, Hkv, GP, D)
+    return merged[:, :, :group].reshape(n, heads, dim).to(query.dtype)
