@@ -19,7 +19,9 @@ from ingest.discover import FileJob, Layout, Problem, discover
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
+from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import content_hash, known_sources, open_source, record_errors, touch_source
+from warehouse.db import transaction
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -78,7 +80,7 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
     with connect(db_url) as con:
         require_head(con, db_url)
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-        _transaction(con, lambda: register_runs(con, layouts, manifests, report))
+        transaction(con, lambda: register_runs(con, layouts, manifests, report))
         _load_files(_Walker(con, report, progress, max_line_bytes), layouts, batch_bytes)
         if report.files_loaded or report.files_failed:
             con.execute("CHECKPOINT")  # the next open needs no WAL replay
@@ -110,6 +112,9 @@ def _load_files(walker: "_Walker", layouts: list[Layout], batch_bytes: int) -> N
     for kind in ROW_KINDS:
         walker.batches(kind, list(_batches([job for job in jobs if job.kind == kind],
                                            batch_bytes)))
+    load_rm_files(walker, [job for job in jobs if job.kind.startswith("rm_")])
+    rm_runs = sorted({run.run_id for layout in layouts for run in layout.rm_runs})
+    walker.report.warnings += rm_warnings(walker.con, rm_runs)
 
 
 def _batches(jobs: list[FileJob], batch_bytes: int):
@@ -122,17 +127,6 @@ def _batches(jobs: list[FileJob], batch_bytes: int):
         size += job.size
     if batch:
         yield batch
-
-
-def _transaction(con, work: Callable):
-    con.execute("BEGIN TRANSACTION")
-    try:
-        result = work()
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-    return result
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -164,7 +158,19 @@ def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestRep
     for layout in layouts:  # every round directory, even one whose files all failed
         for run_id, rnd, path in layout.rounds:
             upsert_round(con, run_id, rnd, path)
-    report.runs = len(on_disk)
+    rm_runs = [run for layout in layouts for run in layout.rm_runs]
+    for run in rm_runs:  # its manifest.json fills the row in; here only: it exists
+        register_rm_run(con, run.run_id, run.path)
+    report.runs = len(on_disk) + len(rm_runs)
+
+
+def register_rm_run(con, run_id: str, path: str) -> None:
+    """A `runs` row of kind reward_model unless the run has one (its manifest's, kept)."""
+    from ingest.rm_records import QUESTION_ID, RUN_KIND
+
+    con.execute("INSERT INTO runs (run_id, question_id, kind, lost, source_path) "
+                "SELECT ?, ?, ?, false, ? WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
+                [run_id, QUESTION_ID, RUN_KIND, path, run_id])
 
 
 def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:
@@ -204,7 +210,7 @@ class _Walker:
             return self.fail(job, f"unreadable: {data.strerror or data}")
         self.report.bytes_read += len(data)
         if prev and prev[3] == digest and prev[5] is None:
-            _transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
+            transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
             return self._skip(job, prev)
         return data, digest, lines
 
@@ -340,7 +346,7 @@ class _Walker:
                 load.mark_rendered(self.con, source, flag, job.round_path)
 
         if todo:
-            _transaction(self.con, work)
+            transaction(self.con, work)
         for (job, _, digest), (source_id, _) in zip(todo, ids):
             self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, 0, None)
             self.report.files_loaded += 1
@@ -366,7 +372,7 @@ class _Walker:
                                   {"node_file_present": True})
             return source_id
 
-        source_id = _transaction(self.con, work)
+        source_id = transaction(self.con, work)
         self.known[job.path] = (source_id, job.size, job.mtime_ns, None, 0, reason)
         return None
 

@@ -24,6 +24,7 @@ _PLUGINS: list[tuple[str, str]] = [
     ("train.env.cli", "env_group"),
     ("train.run_cli", "run_command"),
     ("train.run_cli", "tiny_policy_command"),
+    ("train.rm.cli", "rm_command"),
 ]
 
 

@@ -65,3 +65,15 @@ def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECOND
 def quote_identifier(name: str) -> str:
     """Quote a SQL identifier (never format user input into SQL any other way)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def transaction(con, work):
+    """`work()` inside one transaction on `con`: committed whole, or rolled back on any error."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = work()
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return result

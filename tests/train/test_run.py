@@ -120,7 +120,7 @@ def test_every_command_has_help():
     from train.cli import main
 
     runner = CliRunner()
-    for name in ("run", "tiny-policy"):
+    for name in ("run", "tiny-policy", "rm"):
         result = runner.invoke(main, [name, "--help"])
         assert result.exit_code == 0 and len(result.output.splitlines()) > 3, name
         assert main.commands[name].help

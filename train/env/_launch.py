@@ -6,6 +6,11 @@ network and mount namespaces, private mount propagation, an empty read-only tmpf
 hidden directory (the private answers), rlimits, then drop to the sandbox uid and exec.
 With ``--probe`` it only tries the namespace steps and exits 0 when they work.
 Any failure of the sandbox itself exits with SETUP_FAILED and a line on stderr.
+
+Under bubblewrap (the allow-list sandbox) the namespaces and mounts are bwrap's; the config
+then asks for none, and the launcher only sets rlimits, drops to the node uid and execs. bwrap
+reports a child killed by signal N as exit 128+N, so the launcher writes the solution's true
+wait status to ``status_fd`` (an inherited pipe) for the caller.
 """
 import ctypes
 import json
@@ -45,6 +50,8 @@ def isolate(network, hidden, reveal=()):
     for closed, keep in reveal:
         _reveal(libc, closed, keep)
     for path in hidden:
+        if not os.path.exists(path):  # already gone, under a closed dir that _reveal covered
+            continue
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
                           b"size=4k,mode=000"), f"mount tmpfs over {path}")
 
@@ -76,6 +83,16 @@ def drop_privileges(uid):
     os.setuid(uid)
 
 
+def _report(fd, status):
+    if fd is None:
+        return
+    try:
+        os.write(fd, str(os.waitstatus_to_exitcode(status)).encode())
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def main(argv):
     if argv[1] == "--probe":
         isolate(network=True, hidden=[argv[2]])
@@ -88,6 +105,8 @@ def main(argv):
         sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
         return SETUP_FAILED
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.get("status_fd") is not None:
+        os.set_inheritable(cfg["status_fd"], False)  # the solution must not hold the pipe
     pid = os.fork()  # the child is pid 1 of the new pid namespace
     if pid == 0:
         try:
@@ -98,6 +117,7 @@ def main(argv):
             sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
         os._exit(SETUP_FAILED)
     _, status = os.waitpid(pid, 0)
+    _report(cfg.get("status_fd"), status)
     if os.WIFSIGNALED(status):  # die the same way, so the caller sees the signal
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))

@@ -19,12 +19,16 @@ def env_group() -> None:
 @click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Wall-clock limit in seconds.")
+@click.option("--exec-gpus", default="none", show_default=True, metavar="0,1|none",
+              help="GPUs a solution that declares gpu = N in [tool.resources] may use.")
 @click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="pretty", show_default=True)
-def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, fmt: str) -> None:
+def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, exec_gpus: str, fmt: str) -> None:
     """Run one solution through the whole path and print its node record."""
+    from train.env.gpu import parse_exec_gpus
     from train.env.node import check_solution
 
-    record = check_solution(task, code_file.read_text(), tasks_root=tasks_root, timeout_s=timeout)
+    record = check_solution(task, code_file.read_text(), tasks_root=tasks_root, timeout_s=timeout,
+                            gpus=parse_exec_gpus(exec_gpus) or [])
     if fmt == "json":
         click.echo(json.dumps(record, indent=2, default=str))
     else:
@@ -34,12 +38,26 @@ def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, f
 @env_group.command("tasks")
 @click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
-def tasks(tasks_root: Path | None) -> None:
-    """List the tasks with their metric and leaderboard size."""
+@click.option("--format", "fmt", type=click.Choice(["tsv", "json"]), default="tsv", show_default=True,
+              help="Tab-separated lines with a header, or a JSON list of rows.")
+def tasks(tasks_root: Path | None, fmt: str) -> None:
+    """List every task under the tasks root: metric, direction, id column, targets and
+    leaderboard size. A task that cannot be read is listed with the reason, and the listing
+    goes on; the command then exits 1."""
     from train.env.tasks import describe_tasks
 
-    for line in describe_tasks(tasks_root):
-        click.echo(line)
+    rows = describe_tasks(tasks_root)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        click.echo("task\tmetric\tdirection\tid_column\ttargets\tteams")
+        for row in rows:
+            if row["error"]:
+                click.echo(f"{row['task']}\tunreadable: {row['error']}")
+            else:
+                click.echo("\t".join(str(row[k]) for k in ("task", "metric", "direction", "id_column", "targets", "teams")))
+    if any(row["error"] for row in rows):
+        raise SystemExit(1)
 
 
 def _print_pretty(record: dict) -> None:

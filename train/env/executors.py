@@ -1,17 +1,23 @@
 """Where nodes run: an ``Executor`` maps sandbox jobs to results, in order.
 
 ``LocalExecutor`` (the default) runs siblings in parallel on a thread pool sized to the
-machine; each thread only waits on its node's subprocess. ``RayExecutor`` runs the same jobs
+machine; each thread only waits on its node's subprocess. Given execution GPUs, it leases
+them to the nodes that declare ``gpu = N`` (``train/env/gpu.py``): such a node waits for a
+free GPU, and the wait shows in its ``exec_timings.pending``. ``RayExecutor`` runs the same jobs
 as Ray tasks across a cluster; it assumes the tasks root is on a filesystem every Ray node
 sees (the job carries paths, not data).
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from train.env.sandbox import ExecResult, SandboxJob, run_job
+
+log = logging.getLogger(__name__)
 
 
 class Executor(Protocol):
@@ -20,16 +26,33 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """A pool of ``max_workers`` concurrent nodes (default: the machine's CPU count)."""
+    """A pool of ``max_workers`` concurrent nodes (default: the machine's CPU count), and the
+    GPUs ``gpus`` (host indices) for the nodes that declare one."""
 
-    def __init__(self, max_workers: int | None = None):
+    def __init__(self, max_workers: int | None = None, gpus: list[int] | tuple[int, ...] = ()):
+        from train.env.gpu import GpuPool
+
         self.max_workers = max_workers or os.cpu_count() or 1
+        self.gpu_pool = GpuPool(gpus)
+        self._warned = False
 
     def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
         if not jobs:
             return []
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(jobs))) as pool:
-            return list(pool.map(run_job, jobs))
+            return list(pool.map(self._run_one, jobs))
+
+    def _run_one(self, job: SandboxJob) -> ExecResult:
+        if job.gpu_request <= 0:
+            return run_job(job)
+        if not len(self.gpu_pool):
+            if not self._warned:
+                log.warning("a node declares gpu = %d but no execution GPU is configured "
+                            "(--exec-gpus): it runs without one", job.gpu_request)
+                self._warned = True
+            return run_job(job)
+        with self.gpu_pool.lease(job.gpu_request) as gpus:
+            return run_job(dataclasses.replace(job, gpus=gpus))
 
 
 class RayExecutor:
@@ -45,12 +68,17 @@ class RayExecutor:
     def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
         import ray
 
-        return ray.get([self._remote.remote(job) for job in jobs])
+        # A GPU node asks Ray for its GPUs when the cluster has any (else it would wait forever).
+        has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+        return ray.get([self._remote.options(num_gpus=job.gpu_request).remote(job)
+                        if has_gpus and job.gpu_request > 0 else self._remote.remote(job) for job in jobs])
 
 
 def _run_on_ray(job: SandboxJob) -> ExecResult:
     import ray
 
+    if job.gpu_request > 0 and ray.get_gpu_ids():
+        job = dataclasses.replace(job, gpus=tuple(int(g) for g in ray.get_gpu_ids()))
     result = run_job(job)
     result.where = f"ray:{ray.util.get_node_ip_address()}:{os.getpid()}"
     return result

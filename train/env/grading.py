@@ -30,37 +30,84 @@ if TYPE_CHECKING:
     from train.env.tasks import Task
 
 SCORE_DECIMALS = 5
-LOGLOSS_EPS = 1e-15
+# Only an empty cell is missing: text-normalization's tokens include "NA", "null" and "nan",
+# which stay text. (mlebench.utils.read_csv asks for float_precision="round_trip", which
+# pandas 3 deprecates as its default; scores are rounded to 5 decimals either way.)
+CSV_OPTIONS = {"keep_default_na": False, "na_values": [""]}
+PROBABILITY_ROW_TOLERANCE = 1e-6  # spooky-author-identification's grade.py ``tolerance``
+# Competitions whose grade.py refuses probability rows that do not sum to one; elsewhere a
+# multi-class log loss renormalises them.
+ROW_SUM_CHECKED = {"spooky-author-identification"}
 
 
 class InvalidSubmission(Exception):
     """The submission file exists but cannot be scored (shape, ids, columns, values)."""
 
 
-def accuracy(y_true, pred) -> float:
-    import numpy as np
+# --- metrics --------------------------------------------------------------------------------
+# Each takes the answers' targets and the submission's, aligned by id: (n,) for one target
+# column, (n, k) for k. They are scikit-learn's, as in MLE-bench's grade.py of each
+# competition (openai/mle-bench, mlebench/competitions/<id>/grade.py).
 
-    return float(np.mean(np.asarray(y_true).astype(str) == np.asarray(pred).astype(str)))
+def accuracy(y_true, pred) -> float:
+    """Share of exact matches, compared as text (text-normalization's grade.py casts ``after``
+    to str; spaceship-titanic's and the bundled tasks' labels compare the same way)."""
+    import numpy as np
+    from sklearn.metrics import accuracy_score
+
+    y_true, pred = np.asarray(y_true).astype(str), np.asarray(pred).astype(str)
+    if y_true.ndim == 2:  # several target columns: every cell counts
+        return float(np.mean(y_true == pred))
+    return float(accuracy_score(y_true, pred))
 
 
 def rmse(y_true, pred) -> float:
-    import numpy as np
+    """denoising-dirty-documents' grade.py: ``root_mean_squared_error`` over pixel ids."""
+    from sklearn.metrics import root_mean_squared_error
 
-    diff = np.asarray(y_true, dtype=float) - np.asarray(pred, dtype=float)
-    return float(np.sqrt(np.mean(diff**2)))
+    return float(root_mean_squared_error(y_true, pred))
 
 
 def logloss(y_true, pred) -> float:
-    """Multi-class log loss; y_true one-hot (n, k), pred probabilities (n, k), rows renormalised."""
+    """Log loss. Binary (dogs-vs-cats' grade.py): y_true (n,) of 0/1, pred (n,) P(label=1).
+    Multi-class (spooky's grade.py): y_true one-hot (n, k), pred probabilities (n, k).
+
+    scikit-learn clips to [eps, 1 - eps] (eps of float64); rows are renormalised to sum to one
+    first, as ``log_loss`` did up to scikit-learn 1.6 (MLE-bench pins >= 1.5). For a
+    submission that passed the row-sum check the renormalisation changes nothing."""
     import numpy as np
+    from sklearn.metrics import log_loss
 
-    p = np.clip(np.asarray(pred, dtype=float), LOGLOSS_EPS, 1 - LOGLOSS_EPS)  # (n, k)
-    p = p / p.sum(axis=1, keepdims=True)
-    return float(-np.mean(np.sum(np.asarray(y_true, dtype=float) * np.log(p), axis=1)))
+    p = np.asarray(pred, dtype=float)
+    if p.ndim == 2:
+        p = p / p.sum(axis=1, keepdims=True)  # (n, k)
+        return float(log_loss(np.asarray(y_true), p))
+    return float(log_loss(np.asarray(y_true, dtype=float), p, labels=[0, 1]))
 
 
-METRICS = {"accuracy": accuracy, "rmse": rmse, "logloss": logloss}
-NUMERIC_METRICS = {"rmse", "logloss"}
+def roc_auc(y_true, pred) -> float:
+    """aerial-cactus-identification's grade.py: ``roc_auc_score`` of the probabilities."""
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y_true, pred))
+
+
+def mean_columnwise_roc_auc(y_true, pred) -> float:
+    """plant-pathology-2020-fgvc7's grade.py: the mean of ``roc_auc_score`` per class column."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    y_true, pred = np.asarray(y_true), np.asarray(pred)
+    if y_true.ndim == 1:
+        return float(roc_auc_score(y_true, pred))
+    return float(np.mean([roc_auc_score(y_true[:, j], pred[:, j]) for j in range(y_true.shape[1])]))
+
+
+METRICS = {"accuracy": accuracy, "rmse": rmse, "logloss": logloss, "roc_auc": roc_auc,
+           "mean_columnwise_roc_auc": mean_columnwise_roc_auc}
+NUMERIC_METRICS = {"rmse", "logloss", "roc_auc", "mean_columnwise_roc_auc"}
+PROBABILITY_METRICS = {"logloss", "roc_auc"}  # MLE-bench refuses values outside [0, 1]
+EXACT_COLUMN_METRICS = {"logloss", "mean_columnwise_roc_auc"}  # extra columns are refused
 
 
 @dataclass(frozen=True)
@@ -81,9 +128,12 @@ def grade_submission(task: Task, submission: Path | None) -> Grade:
     if submission is None or not Path(submission).is_file():
         return Grade(status="no_submission")
     try:
-        score = round(score_submission(task, Path(submission)), SCORE_DECIMALS)
+        score = round(float(score_submission(task, Path(submission))), SCORE_DECIMALS)
     except InvalidSubmission as exc:
         return Grade(status="invalid_submission", grade_error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a metric or grade_fn error is the submission's
+        # MLE-bench's Grader.__call__ likewise turns any grading exception into "no score".
+        return Grade(status="invalid_submission", grade_error=f"grader failed: {type(exc).__name__}: {exc}")
     if not math.isfinite(score):
         return Grade(status="invalid_submission", grade_error=f"metric is {score}")
     return place_on_leaderboard(score, task.leaderboard_scores(), task.lower_is_better)
@@ -148,43 +198,72 @@ def score_submission(task: Task, submission: Path) -> float:
     """The raw competition metric; raises InvalidSubmission for anything unscorable."""
     import pandas as pd
 
+    sub = _read_csv(submission)
+    answers = pd.read_csv(task.answers_path, **CSV_OPTIONS)
     if task.grade_fn is not None:
-        return task.grade_fn(_read_csv(submission), pd.read_csv(task.answers_path))
-    answers = pd.read_csv(task.answers_path)
-    sub = _aligned(_read_csv(submission), answers, task.id_column)
-    targets = [c for c in answers.columns if c != task.id_column]
+        return _run_grade_fn(task.grade_fn, sub, answers)
+    targets = list(task.target_columns) or [c for c in answers.columns if c != task.id_column]
+    sub = _aligned(sub, answers, task.id_column, targets, exact=task.metric in EXACT_COLUMN_METRICS)
     truth = _by_id(answers, task.id_column)[targets].to_numpy()
     pred = sub[targets].to_numpy()
     if task.metric in NUMERIC_METRICS:
         pred = _as_float(sub[targets])
+        truth = truth.astype(float)
+    if task.metric in PROBABILITY_METRICS:
+        _check_probabilities(pred, rows_sum_to_one=task.name in ROW_SUM_CHECKED)
     if len(targets) == 1:
         truth, pred = truth[:, 0], pred[:, 0]
     return METRICS[task.metric](truth, pred)
+
+
+def _run_grade_fn(grade_fn, sub, answers) -> float:
+    """MLE-bench's own grader; its InvalidSubmissionError is an invalid submission here."""
+    try:
+        score = grade_fn(sub, answers)
+    except Exception as exc:  # noqa: BLE001 - mlebench.grade_helpers.InvalidSubmissionError and kin
+        if type(exc).__name__ == "InvalidSubmissionError":
+            raise InvalidSubmission(str(exc)) from None
+        raise
+    if score is None:
+        raise InvalidSubmission("grade_fn returned no score")
+    return score
+
+
+def _check_probabilities(pred, rows_sum_to_one: bool) -> None:
+    """MLE-bench's checks: probabilities in [0, 1] (dogs-vs-cats, aerial-cactus, spooky), and
+    rows summing to one within 1e-6 (spooky's grade.py)."""
+    import numpy as np
+
+    if ((pred < 0) | (pred > 1)).any():
+        raise InvalidSubmission("probabilities must lie between 0 and 1")
+    if rows_sum_to_one and pred.ndim == 2 and not np.isclose(pred.sum(axis=1), 1, atol=PROBABILITY_ROW_TOLERANCE).all():
+        raise InvalidSubmission("each row's probabilities must sum to one")
 
 
 def _read_csv(path: Path):
     import pandas as pd
 
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(path, **CSV_OPTIONS)
     except Exception as exc:  # noqa: BLE001 - any parse failure makes the file invalid
         raise InvalidSubmission(f"submission.csv is not a readable CSV: {exc}") from None
 
 
-def _aligned(sub, answers, id_column: str):
-    """The submission with answers' columns and ids, sorted by id; else InvalidSubmission."""
-    if set(sub.columns) != set(answers.columns):
-        raise InvalidSubmission(
-            f"columns {sorted(map(str, sub.columns))} != expected {sorted(answers.columns)}")
+def _aligned(sub, answers, id_column: str, targets: list[str], exact: bool):
+    """The submission's id and target columns, rows sorted by id; else InvalidSubmission."""
+    expected = [id_column, *targets]
+    missing = [c for c in expected if c not in sub.columns]
+    if missing or (exact and set(sub.columns) != set(expected)):
+        raise InvalidSubmission(f"columns {list(map(str, sub.columns))} != expected {expected}")
     if len(sub) != len(answers):
         raise InvalidSubmission(f"{len(sub)} rows, expected {len(answers)}")
     if sub[id_column].duplicated().any():
         raise InvalidSubmission(f"duplicate values in {id_column!r}")
     if set(sub[id_column].astype(str)) != set(answers[id_column].astype(str)):
         raise InvalidSubmission(f"{id_column!r} values do not match the test set")
-    if sub.isna().any().any():
+    if sub[expected].isna().any().any():
         raise InvalidSubmission("submission has missing values")
-    return _by_id(sub, id_column)
+    return _by_id(sub[expected], id_column)
 
 
 def _by_id(frame, id_column: str):

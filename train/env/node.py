@@ -4,7 +4,8 @@ The record is a plain dict with the schema-C keys of DATA.md that the environmen
 the rollout adds id, parent_id, mode, tokens and the rest.
 
 Status choices (the warehouse accepts only the six known statuses):
-- idle kill: ``crashed`` with exc_type ``CpuIdleError`` (reward -0.2). Not ``timeout``: the
+- idle kill: ``crashed`` with exc_type ``CpuIdleError``, or ``GpuIdleError`` for a node that
+  left its GPUs idle (reward -0.2). Not ``timeout``: the
   node did not run out of time, it stopped working, and the reward table tells it apart.
 - the sandbox itself failed: ``crashed`` with exc_type ``InfrastructureError`` (reward -1.0).
 - a wall-clock or CPU-time limit: ``timeout`` with exc_type ``TimeoutError``
@@ -39,15 +40,17 @@ def evaluate_code(task: Task, code: str, executor: Executor | None = None,
     return evaluate_extractions(task, [extraction], executor, limits)[0]
 
 
-def check_solution(task_name: str, text: str, tasks_root=None, timeout_s: float = 600.0) -> dict:
+def check_solution(task_name: str, text: str, tasks_root=None, timeout_s: float = 600.0,
+                   gpus: list[int] | tuple[int, ...] = ()) -> dict:
     """``train env check``: a script or a fenced completion through the whole path."""
     from train.env.tasks import load_task
 
     task = load_task(task_name, tasks_root)
     limits = Limits(timeout_s=timeout_s)
+    executor = LocalExecutor(gpus=gpus)
     if "```" in text:
-        return evaluate(task, [text], limits=limits)[0]
-    return evaluate_code(task, text, limits=limits)
+        return evaluate(task, [text], executor=executor, limits=limits)[0]
+    return evaluate_code(task, text, executor=executor, limits=limits)
 
 
 def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Executor | None,
@@ -56,9 +59,16 @@ def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Ex
     limits = limits or Limits()
     runnable = [i for i, e in enumerate(extractions) if e.has_code]
     jobs = [SandboxJob(code=extractions[i].code, public_dir=str(task.public_dir),
-                       hidden_dirs=_hidden_dirs(task), limits=limits) for i in runnable]
+                       hidden_dirs=_hidden_dirs(task), limits=limits,
+                       gpu_request=_declared_gpus(extractions[i])) for i in runnable]
     results = dict(zip(runnable, executor.run(jobs)))
     return [node_record(task, e, results.get(i)) for i, e in enumerate(extractions)]
+
+
+def _declared_gpus(extraction: Extraction) -> int:
+    """GPUs the script's [tool.resources] asks for (0 without a valid declaration)."""
+    gpu = (extraction.resources or {}).get("gpu")
+    return max(0, int(gpu)) if isinstance(gpu, (int, float)) else 0
 
 
 def _hidden_dirs(task: Task) -> tuple[str, ...]:
@@ -103,7 +113,9 @@ def _judge(task: Task, result: ExecResult | None) -> tuple[str, str | None, Grad
         return "timeout", "TimeoutError", none
     if result.outcome == "idle":
         return "crashed", "CpuIdleError", none
-    if result.returncode != 0:
+    if result.outcome == "gpu_idle":
+        return "crashed", "GpuIdleError", none
+    if result.outcome == "memory" or result.returncode != 0:
         return "crashed", result.exc_type, none
     grade = _grade_bytes(task, result.submission)
     return grade.status, None, grade
@@ -129,6 +141,6 @@ def _exec_fields(result: ExecResult | None) -> dict:
         "exec_time": r.exec_time, "exec_timings": r.exec_timings, "term_tail": r.term_tail,
         "returncode": r.returncode, "where": r.where or None,
         "cpu_util_mean": r.cpu_util_mean, "cpu_util_peak": r.cpu_util_peak,
-        "mem_peak_gi": r.mem_peak_gi, "gpu_util": None, "gpu_util_peak": None,
-        "gpu_mem_used_gi": None, "gpu_name": None, "kube_node": None,
+        "mem_peak_gi": r.mem_peak_gi, "gpu_util": r.gpu_util, "gpu_util_peak": r.gpu_util_peak,
+        "gpu_mem_used_gi": r.gpu_mem_used_gi, "gpu_name": r.gpu_name, "kube_node": None,
     }

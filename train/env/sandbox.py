@@ -1,25 +1,35 @@
 """Sandboxed execution of one node's code.
 
-Model-written code is untrusted. Each node gets a fresh workspace holding a copy of the
-task's public data (``./input/``) and an empty ``./submission/``, and runs as a subprocess in
-its own session and process group, through ``_launch.py``, with:
+Model-written code is untrusted. Each node gets a fresh workspace holding the task's public
+data (``./input/``) and an empty ``./submission/``, and runs as a subprocess in its own
+session and process group, through ``_launch.py``, with:
+
+- where bubblewrap works (the default), an allow-list filesystem (``train/env/bwrap.py``): the
+  node sees its workspace, the public data (read-only, bound, not copied), the Python it runs
+  with and the system's libraries; nothing else on the machine exists for it;
 
 - a wall-clock timeout (``timeout``), and RLIMIT_CPU as a backstop;
-- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes);
+- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes); a GPU node gets
+  no RLIMIT_AS (a CUDA context reserves far more address space than it uses) and is killed
+  as ``MemoryError`` when its processes' resident memory passes ``mem_gi`` instead;
 - a fresh network namespace (no interfaces but a down loopback: no network at all) and a pid
   namespace (when the solution ends, the kernel kills and reaps all it left behind);
-- a mount namespace with an empty read-only tmpfs over the tasks root and the private
-  answers, and, when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
+- without bubblewrap (fallback, with a warning): a copy of the public data and a mount
+  namespace with an empty read-only tmpfs over the tasks root and the private answers (a
+  deny-list: the rest of the machine stays readable);
+- when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
   undo the mounts, and every process it leaves behind can be found and killed);
 - a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
 - an idle check: a node whose CPU use stays under ``idle_cpu_pct`` for ``idle_window_s``
-  is killed and reported as ``CpuIdleError``.
+  is killed and reported as ``CpuIdleError``; a node given GPUs (``train/env/gpu.py``) is
+  judged by its GPUs instead, under ``idle_gpu_pct`` for the same window: ``GpuIdleError``.
 
 Where the kernel or our privileges forbid a namespace or the uid switch, the node still runs,
 with a warning (logged once and listed in ``ExecResult.warnings``) naming what is missing.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -57,12 +67,14 @@ class Limits:
     nproc: int = 128  # RLIMIT_NPROC (only per node when a uid of its own is used)
     idle_window_s: float = 120.0
     idle_cpu_pct: float = 2.0  # percent of one core
+    idle_gpu_pct: float = 1.0  # percent utilisation (NVML), mean over the node's GPUs
     sample_s: float = 0.2
     term_tail_chars: int = 4000
     max_submission_mb: int = 64
     python: str = sys.executable
     workspace_root: str | None = None  # default: the system temp dir
     isolate: bool = True  # namespaces and uid switch when the machine allows them
+    allow_list: bool = True  # bubblewrap's allow-list filesystem when bwrap works here
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,8 @@ class SandboxJob:
     hidden_dirs: tuple[str, ...]
     limits: Limits
     submitted_at: float = field(default_factory=time.time)
+    gpus: tuple[int, ...] = ()  # host GPU indices this node may use (CUDA_VISIBLE_DEVICES)
+    gpu_request: int = 0  # GPUs its PEP 723 [tool.resources] declared; the executor assigns them
 
 
 @dataclass
@@ -89,6 +103,10 @@ class ExecResult:
     cpu_util_mean: float | None = None
     cpu_util_peak: float | None = None
     mem_peak_gi: float | None = None
+    gpu_util: float | None = None
+    gpu_util_peak: float | None = None
+    gpu_mem_used_gi: float | None = None
+    gpu_name: str | None = None
     submission: bytes | None = None
     where: str = ""
     warnings: list[str] = field(default_factory=list)
@@ -130,11 +148,14 @@ def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str]]:
     """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid."""
     base = Path(tempfile.mkdtemp(prefix="node-", dir=job.limits.workspace_root))
     workspace = base / "ws"
-    shutil.copytree(job.public_dir, workspace / "input")
+    caps = _caps(job.limits)
+    if caps.bwrap:
+        (workspace / "input").mkdir(parents=True)  # the public dir is bound here read-only
+    else:
+        shutil.copytree(job.public_dir, workspace / "input")
     (workspace / "submission").mkdir()
     (workspace / "tmp").mkdir()
     (workspace / "solution.py").write_text(job.code)
-    caps = capabilities() if job.limits.isolate else _NO_ISOLATION
     # Without a mount namespace a node uid may be unable to reach the interpreter or workspace.
     own_uid = caps.uid_switch and (caps.namespaces or not _closed_ancestors(job.limits.python, workspace))
     uid = UID_BASE + os.getpid() % 1000 * 100 + next(_uid_counter) % 100 if own_uid else None
@@ -150,9 +171,20 @@ class Capabilities:
     namespaces: bool
     uid_switch: bool
     warnings: tuple[str, ...] = ()
+    bwrap: bool = False  # the allow-list sandbox works here
 
 
 _NO_ISOLATION = Capabilities(False, False, ("isolation disabled by Limits(isolate=False)",))
+
+
+def _caps(limits: Limits) -> Capabilities:
+    """What this node gets: the machine's capabilities, less what ``limits`` turns off."""
+    if not limits.isolate:
+        return _NO_ISOLATION
+    caps = capabilities()
+    if caps.bwrap and not limits.allow_list:
+        return dataclasses.replace(caps, bwrap=False)
+    return caps
 
 
 @functools.cache
@@ -170,58 +202,125 @@ def capabilities() -> Capabilities:
     finally:
         shutil.rmtree(probe_dir, ignore_errors=True)
     uid_switch = os.geteuid() == 0
+    allow_list, why = _probe_bwrap(uid_switch)
+    if not allow_list:
+        warnings.append(f"{why}: falling back to the deny-list sandbox, where a node can read "
+                        "every file on the machine but the tasks root (install bubblewrap: "
+                        "apt-get install bubblewrap)")
     if not uid_switch:
         warnings.append("not root: nodes run under our own uid, so RLIMIT_NPROC is shared "
                         "and escaped processes are found by process group only")
     for line in warnings:
         log.warning("sandbox: %s", line)
-    return Capabilities(namespaces, uid_switch, tuple(warnings))
+    return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list)
+
+
+def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
+    """(works, why not): run an empty launcher config inside bwrap's allow-list."""
+    from train.env import bwrap
+
+    if bwrap.bwrap_path() is None:
+        return False, "bubblewrap (bwrap) is not installed"
+    base = Path(tempfile.mkdtemp(prefix="probe-"))
+    try:
+        (base / "ws").mkdir()
+        config = base / "launch.json"
+        config.write_text(json.dumps({"network": False, "hidden": [], "reveal": [], "uid": None,
+                                      "argv": [sys.executable, "-c", "pass"], "env": {}, "rlimits": {}}))
+        argv = bwrap.argv(workspace=base / "ws", public_dir=str(base / "ws"), launcher=str(LAUNCHER),
+                          config=str(config), pythons=[sys.executable], unshare_user=not as_root)
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"bubblewrap failed to start ({exc})"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if probe.returncode != 0:
+        return False, f"bubblewrap cannot build a sandbox here ({probe.stderr.strip()[-200:]})"
+    return True, ""
 
 
 # --- execute -------------------------------------------------------------------------------
 
 def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     limits = job.limits
-    caps = capabilities() if limits.isolate else _NO_ISOLATION
+    caps = _caps(limits)
     output = workspace.parent / "output.log"
     config = workspace.parent / "launch.json"
-    config.write_text(json.dumps(_launch_config(job, workspace, uid, caps)))
-    with open(output, "wb") as out:
-        try:
-            proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(config)], cwd=workspace,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=_scrubbed_env(workspace, limits), start_new_session=True)
-        except OSError as exc:
-            raise SandboxSetupError(f"cannot spawn the node: {exc}") from exc
-        watch = _watch(proc, limits, uid)
-    tail = _tail(output, limits.term_tail_chars)
+    status_read, status_write = os.pipe() if caps.bwrap else (None, None)
+    config.write_text(json.dumps(_launch_config(job, workspace, uid, caps, status_write)))
+    argv = _argv(job, workspace, config, caps)
+    try:
+        with open(output, "wb") as out:
+            try:
+                proc = subprocess.Popen(argv, cwd=workspace, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, env=_scrubbed_env(workspace, job),
+                                        start_new_session=True,
+                                        pass_fds=(status_write,) if caps.bwrap else ())
+            except OSError as exc:
+                raise SandboxSetupError(f"cannot spawn the node: {exc}") from exc
+            if caps.bwrap:
+                os.close(status_write)
+                status_write = None
+            watch = _watch(proc, limits, uid, job.gpus)
+        tail = _tail(output, limits.term_tail_chars)
+        if caps.bwrap:
+            _solution_status(watch, status_read, tail)
+    finally:
+        for fd in (status_read, status_write):
+            if fd is not None:
+                os.close(fd)
     if watch["returncode"] == SETUP_FAILED and "SANDBOX-SETUP-FAILED" in tail:
         raise SandboxSetupError(tail.strip().splitlines()[-1])
     return ExecResult(outcome=watch["outcome"], returncode=watch["returncode"], term_tail=tail,
                       exc_type=_exc_type(watch, tail), exec_time=watch["wall"],
                       cpu_util_mean=watch["cpu_mean"], cpu_util_peak=watch["cpu_peak"],
-                      mem_peak_gi=watch["mem_peak_gi"])
+                      mem_peak_gi=watch["mem_peak_gi"], **watch["gpu"])
 
 
-def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capabilities) -> dict:
+def _argv(job: SandboxJob, workspace: Path, config: Path, caps: Capabilities) -> list[str]:
+    if not caps.bwrap:
+        return [sys.executable, str(LAUNCHER), str(config)]
+    from train.env import bwrap
+
+    return bwrap.argv(workspace=workspace, public_dir=job.public_dir, launcher=str(LAUNCHER),
+                      config=str(config), pythons=list(dict.fromkeys([sys.executable, job.limits.python])),
+                      gpus=job.gpus, unshare_user=not caps.uid_switch)
+
+
+def _solution_status(watch: dict, status_read: int, tail: str) -> None:
+    """The solution's own exit status, which bwrap folds into 128+N for a signal."""
+    os.set_blocking(status_read, False)
+    try:
+        reported = os.read(status_read, 32).decode()
+    except BlockingIOError:
+        reported = ""
+    if reported.lstrip("-").isdigit():
+        watch["returncode"] = int(reported)
+    elif watch["outcome"] == "exited" and tail.strip().splitlines()[-1:] and \
+            tail.strip().splitlines()[-1].startswith("bwrap:"):
+        raise SandboxSetupError(tail.strip().splitlines()[-1])
+
+
+def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capabilities,
+                   status_fd: int | None = None) -> dict:
     limits = job.limits
     hidden = []
-    for d in sorted(job.hidden_dirs, key=len) if caps.namespaces else []:
+    for d in sorted(job.hidden_dirs, key=len) if caps.namespaces and not caps.bwrap else []:
         # Never hide the workspace, and skip a dir already under a hidden one (it is gone).
         if not _is_within(workspace, d) and not any(_is_within(Path(d), h) for h in hidden):
             hidden.append(d)
     cpu_s = limits.cpu_s or 2 * limits.timeout_s * limits.cpus
     mem = int(limits.mem_gi * 2**30)
     fsize = int(limits.fsize_mb * 2**20)
-    reveal = _closed_ancestors(limits.python, workspace) if uid is not None else []
+    reveal = _closed_ancestors(limits.python, workspace) if uid is not None and not caps.bwrap else []
     return {
-        "network": caps.namespaces, "hidden": hidden, "uid": uid,
-        "reveal": reveal,
+        "network": caps.namespaces and not caps.bwrap, "hidden": hidden, "uid": uid,
+        "reveal": reveal, "status_fd": status_fd,
         "argv": [limits.python, "-u", "solution.py"],
-        "env": _scrubbed_env(workspace, limits),
+        "env": _scrubbed_env(workspace, job),
         "rlimits": {
             "RLIMIT_CPU": (int(cpu_s), int(cpu_s) + 5),
-            "RLIMIT_AS": (mem, mem),
+            "RLIMIT_AS": None if job.gpus else (mem, mem),
             "RLIMIT_FSIZE": (fsize, fsize),
             "RLIMIT_NPROC": (limits.nproc, limits.nproc) if uid is not None else None,
             "RLIMIT_CORE": (0, 0),
@@ -250,9 +349,15 @@ def _is_within(path: Path, directory: str) -> bool:
     return Path(path).resolve().is_relative_to(Path(directory).resolve())
 
 
-def _scrubbed_env(workspace: Path, limits: Limits) -> dict:
+def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
+    limits = job.limits
     threads = str(limits.cpus)
-    return {
+    # A node without a GPU sees none; one with a GPU sees only its own, and the driver's
+    # libraries where the machine points LD_LIBRARY_PATH at them (containers often do).
+    gpu = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, job.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    if job.gpus and os.environ.get("LD_LIBRARY_PATH"):
+        gpu["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+    return {**gpu,
         "PATH": f"{Path(limits.python).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workspace), "TMPDIR": str(workspace / "tmp"), "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
@@ -260,10 +365,14 @@ def _scrubbed_env(workspace: Path, limits: Limits) -> dict:
     }
 
 
-def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None) -> dict:
+def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[int, ...] = ()) -> dict:
     """Poll the node until it exits, times out or idles; kill everything it left behind."""
     import psutil
 
+    from train.env.gpu import GpuMonitor
+
+    monitor = GpuMonitor(gpus) if gpus else None
+    judge_gpu = monitor is not None and monitor.available  # a GPU node idles on its GPUs
     start = last = time.monotonic()
     cpu_last, outcome, idle_since = 0.0, "exited", None
     peak_rss, utils = 0, []
@@ -277,11 +386,15 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None) -> dict:
         util = max(0.0, cpu - cpu_last) / max(now - last, 1e-6) * 100  # percent of one core
         cpu_last, last, peak_rss = max(cpu, cpu_last), now, max(peak_rss, rss)
         utils.append(util)
-        idle_since = (idle_since or now) if util < limits.idle_cpu_pct else None
+        gpu_util = monitor.sample() if monitor is not None else None
+        idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu else util < limits.idle_cpu_pct
+        idle_since = (idle_since or now) if idle else None
         if now - start > limits.timeout_s:
             outcome = "timeout"
+        elif gpus and rss > limits.mem_gi * 2**30:  # RLIMIT_AS's stand-in for GPU nodes
+            outcome = "memory"
         elif idle_since is not None and now - idle_since >= limits.idle_window_s:
-            outcome = "idle"
+            outcome = "gpu_idle" if judge_gpu else "idle"
         if outcome != "exited":
             _kill_all(proc.pid, uid, psutil)
             pid, status, usage = os.wait4(proc.pid, 0)
@@ -294,7 +407,8 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None) -> dict:
     return {"outcome": outcome, "returncode": proc.returncode, "wall": round(wall, 4),
             "cpu_mean": round(100 * cpu_total / max(wall, 1e-6) / limits.cpus, 2),
             "cpu_peak": round(max(utils, default=100 * cpu_total / max(wall, 1e-6)) / limits.cpus, 2),
-            "mem_peak_gi": round(peak_rss / 2**30, 4)}
+            "mem_peak_gi": round(peak_rss / 2**30, 4),
+            "gpu": monitor.summary() if monitor is not None else {}}
 
 
 def _tree_usage(psutil, pid: int, uid: int | None) -> tuple[float, int]:
@@ -358,6 +472,10 @@ def _exc_type(watch: dict, tail: str) -> str | None:
         return "TimeoutError"
     if watch["outcome"] == "idle":
         return "CpuIdleError"
+    if watch["outcome"] == "gpu_idle":
+        return "GpuIdleError"
+    if watch["outcome"] == "memory":
+        return "MemoryError"
     rc = watch["returncode"]
     if rc == 0:
         return None

@@ -46,3 +46,28 @@ def test_every_command_has_help():
         result = CliRunner().invoke(env_group, [name, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output
     assert isinstance(env_group, click.Group) and env_group.name == "env"
+
+
+def test_tasks_lists_every_task_and_the_reason_for_a_broken_one(tmp_path):
+    from tests.train.env.twins import build_twin
+
+    build_twin(tmp_path, "spaceship-titanic")
+    build_twin(tmp_path, "plant-pathology-2020-fgvc7")
+    (tmp_path / "a-broken-task").mkdir()  # sorts first: the listing must go on after it
+    result = CliRunner().invoke(env_group, ["tasks", "--tasks-root", str(tmp_path)])
+    lines = result.output.splitlines()
+    assert result.exit_code == 1
+    assert lines[0].split("\t") == ["task", "metric", "direction", "id_column", "targets", "teams"]
+    assert lines[1].startswith("a-broken-task\tunreadable: TaskLayoutError") and "public" in lines[1]
+    assert lines[2].split("\t") == ["plant-pathology-2020-fgvc7", "mean_columnwise_roc_auc", "higher", "image_id",
+                                    "healthy,multiple_diseases,rust,scab", "10"]
+    assert lines[3].split("\t") == ["spaceship-titanic", "accuracy", "higher", "PassengerId", "Transported", "10"]
+
+
+def test_tasks_of_the_bundled_root_as_json():
+    result = CliRunner().invoke(env_group, ["tasks", "--format", "json"])
+    rows = json.loads(result.output)
+    assert result.exit_code == 0 and [r["task"] for r in rows] == [
+        "mini-regression-rmse", "mini-tabular-accuracy", "mini-tabular-logloss", "mini-text-classification"]
+    assert {(r["metric"], r["direction"], r["id_column"], r["teams"]) for r in rows} == {
+        ("rmse", "lower", "id", 300), ("accuracy", "higher", "id", 300), ("logloss", "lower", "id", 300)}

@@ -102,3 +102,23 @@ def test_invalid_submissions_say_why(tiny_task, tmp_path, text, fragment):
 
 def test_missing_submission(tiny_task, tmp_path):
     assert grade_submission(tiny_task, tmp_path / "absent.csv").status == "no_submission"
+
+
+def test_multiclass_logloss_renormalises_rows_outside_spooky(tmp_path):
+    """Rows are renormalised (scikit-learn < 1.7), so doubling every probability changes nothing."""
+    from train.env import load_task
+
+    root = tmp_path / "tasks" / "tiny-logloss"
+    (root / "public").mkdir(parents=True)
+    (root / "private").mkdir()
+    (root / "public" / "sample_submission.csv").write_text("id,a,b\n1,0.5,0.5\n2,0.5,0.5\n")
+    (root / "private" / "answers.csv").write_text("id,a,b\n1,1,0\n2,0,1\n")
+    (root / "leaderboard.csv").write_text("teamName,score\nt1,0.1\nt2,0.9\n")
+    (root / "grader.toml").write_text('metric = "logloss"\ndirection = "lower"\n')
+    task = load_task("tiny-logloss", tmp_path / "tasks")
+    halves = _grade(task, tmp_path, "id,a,b\n1,0.8,0.2\n2,0.4,0.6\n")
+    doubled = _grade(task, tmp_path, "id,a,b\n1,1.6,0.4\n2,0.8,1.2\n")
+    assert halves.test_metric == round(-(math.log(0.8) + math.log(0.6)) / 2, 5)
+    assert doubled.status == "invalid_submission" and "between 0 and 1" in doubled.grade_error
+    rescaled = _grade(task, tmp_path, "id,a,b\n1,0.4,0.1\n2,0.2,0.3\n")  # rows sum to 0.5
+    assert rescaled.test_metric == halves.test_metric

@@ -151,3 +151,52 @@ def test_environment_is_scrubbed(limits, monkeypatch):
             "sys.exit(3 if 'SECRET_TOKEN' in os.environ else 0)\n")
     record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
     assert record["returncode"] == 0 and "SECRET_TOKEN" not in record["term_tail"]
+
+
+@pytest.mark.parametrize("allow_list", [True, False])
+def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allow_list):
+    """Private answers planted in /tmp, the home directory, next to the warehouse and in
+    another tasks root; the warehouse file and a checkpoint directory; the bundled tasks'
+    answers in the checkout: a node that walks the whole filesystem finds none of them."""
+    if not capabilities().bwrap:
+        pytest.skip("no bubblewrap here: the sandbox warns and falls back to its deny-list")
+    import json
+    import tempfile
+    import uuid
+
+    from tests.train.env.twins import build_twin
+
+    token = f"planted-{uuid.uuid4().hex[:12]}"
+    home = Path.home()  # the conftest's isolated HOME
+    system_tmp = Path(tempfile.mkdtemp(prefix=f"{token}-"))
+    planted = [system_tmp / "answers.csv", home / token / "answers.csv",
+               tmp_path / "warehouse" / f"{token}-answers.csv",
+               tmp_path / f"other-root-{token}" / "mini" / "private" / "answers.csv"]
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("id,target\n1,a\n")
+    warehouse = tmp_path / "warehouse" / "warehouse.duckdb"
+    warehouse.write_bytes(b"DUCK")
+    checkpoints = tmp_path / "checkpoints" / token
+    checkpoints.mkdir(parents=True)
+    bundled = load_task("mini-tabular-accuracy").answers_path
+    build_twin(tmp_path / f"tasks-{token}", "spaceship-titanic")
+    task = load_task("spaceship-titanic", tmp_path / f"tasks-{token}")
+    targets = [*map(str, planted), str(warehouse), str(checkpoints), str(bundled), str(task.answers_path)]
+    code = case("hunt_for_answers.py").replace("PLANTED_JSON", json.dumps(targets)).replace("TOKEN_VALUE", token)
+    try:
+        record = evaluate_code(task, code, limits=dataclasses.replace(limits, allow_list=allow_list))
+        assert all(Path(t).exists() for t in targets)  # the host still has every one of them
+    finally:
+        import shutil
+        shutil.rmtree(system_tmp, ignore_errors=True)
+    lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
+             for line in record["term_tail"].splitlines() if line.split(" ", 1)[0] in ("FOUND", "READABLE", "INPUT", "COMPLETE")}
+    assert record["returncode"] == 0, record["term_tail"]
+    assert lines["INPUT"] == sorted(p.name for p in task.public_dir.iterdir())  # public data is there
+    if allow_list:
+        assert lines["COMPLETE"] is True  # it walked every directory it could see
+        assert lines["FOUND"] == [] and lines["READABLE"] == []
+    else:  # the deny-list fallback hides its own tasks root only: the rest is in reach
+        assert str(bundled) in lines["READABLE"]
+        assert str(task.answers_path) not in lines["READABLE"]

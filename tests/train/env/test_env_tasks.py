@@ -100,3 +100,12 @@ def test_ray_backend_runs_the_same_nodes(limits, case):
         ray.shutdown()
     assert [(r["status"], r["exc_type"]) for r in records] == [("crashed", "ValueError"), ("no_submission", None)]
     assert all(r["where"].startswith("ray:") for r in records)
+
+
+def test_a_broken_leaderboard_fails_at_load_with_its_file(tmp_path):
+    from train.env.errors import TaskLayoutError
+
+    shutil.copytree(load_task("mini-tabular-accuracy").root, tmp_path / "t")
+    (tmp_path / "t" / "leaderboard.csv").write_text("teamName,score\nt1,0.9\nt2,n/a\n")
+    with pytest.raises(TaskLayoutError, match=r"leaderboard.csv:3: score .n/a. is not a number"):
+        load_task("t", tmp_path)

@@ -1,0 +1,139 @@
+"""`train rm` on CPU: learning, the soup, the wall clock, and the run's rows in the warehouse.
+
+Small settings through --set / RMOptions (accumulation, sequence length, LoRA rank), a tiny
+base built in the session (conftest), except the end-to-end CLI test, which uses the tiny
+policy itself (`--model tiny`).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+FAST = {"grad_accum": "2", "lr": "3e-3", "lora_rank": "8", "lora_alpha": "16", "lora_dropout": "0.0",
+        "max_length": "96", "save_at": ""}
+
+
+def options(base, eval_path, out, **sets):
+    from train.rm.run import RMOptions, apply_sets
+
+    opts = RMOptions(model=str(base), eval=str(eval_path), proxy_rows=64, device="cpu", out_dir=str(out),
+                     run_id=sets.pop("run_id", "rm_test"), db_url=sets.pop("db_url", None),
+                     export_root=sets.pop("export_root", None), members=int(sets.pop("members", 1)),
+                     steps_per_member=sets.pop("steps_per_member", None))
+    return apply_sets(opts, {**FAST, **{k: str(v) for k, v in sets.items()}})
+
+
+def chance_accuracy(base, eval_path) -> float:
+    """The untrained model's accuracy on the same proxy rows (fresh head, seed 42)."""
+    from train.rm.data import proxy_rows, read_eval
+    from train.rm.model import encode, load_reward_model, load_tokenizer, pair_rewards
+
+    tokenizer = load_tokenizer(base)
+    model = load_reward_model(base, torch.device("cpu"), 42, tokenizer.pad_token_id).eval()
+    rows = proxy_rows(read_eval(eval_path).rows, 128)
+    with torch.no_grad():
+        wins = [float(torch.gt(*pair_rewards(model, encode(tokenizer, r.chosen, 96), encode(tokenizer, r.rejected, 96),
+                                             torch.device("cpu"), True))) for r in rows]
+    return sum(wins) / len(wins)
+
+
+@pytest.fixture
+def eval_128(tmp_path):
+    from train.rm import synthetic
+
+    rows = [json.loads(line) for line in synthetic.EVAL_FILE.read_text().splitlines()]
+    picked = [r for s in ("Chat", "Chat Hard", "Safety", "Reasoning") for r in [x for x in rows if x["section"] == s][:32]]
+    path = tmp_path / "eval128.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in picked))
+    return path
+
+
+@pytest.mark.slow
+def test_64_steps_raise_proxy_accuracy_well_above_chance(tiny_base, eval_128, tmp_path):
+    from train.rm.run import run_rm
+
+    opts = options(tiny_base, eval_128, tmp_path / "out", max_steps=64, grad_accum=4, proxy_rows=128)
+    report = run_rm(opts, log=lambda line: None)
+    proxy = [e for e in report.evaluations if e["split"] == "proxy"]
+    assert [e["progress"] for e in proxy] == [64] and proxy[0]["n"] == 128
+    before = chance_accuracy(tiny_base, eval_128)
+    assert before < 0.6  # a fresh head ranks at about chance
+    assert proxy[0]["accuracy"] >= 0.68 and proxy[0]["accuracy"] >= before + 0.1
+    assert report.stop_reason == "completed" and report.steps == 64
+
+
+@pytest.mark.slow
+def test_a_soup_of_two_members_exports_loads_and_scores(tiny_base, small_eval, tmp_path, db_url, monkeypatch):
+    from transformers import AutoModelForSequenceClassification
+
+    from train.rm import soup
+    from train.rm.run import run_rm
+
+    merged = []  # each member's merged parameters, as they enter the mean
+    original_add = soup.RunningMean.add
+    monkeypatch.setattr(soup.RunningMean, "add",
+                        lambda self, sd: (merged.append({k: v.clone() for k, v in sd.items()}), original_add(self, sd))[1])
+    report = run_rm(options(tiny_base, small_eval, tmp_path / "out", members=2, steps_per_member=3, db_url=db_url,
+                            reference=74.568936), log=lambda line: None)
+    assert [(a.progress, a.kind, a.members, a.dtype) for a in report.artifacts] == [
+        (3, "full_model", 1, "bfloat16"), (6, "full_model", 2, "bfloat16")]
+    assert len(merged) == 2
+    loaded = AutoModelForSequenceClassification.from_pretrained(report.artifacts[-1].path)
+    state = loaded.state_dict()
+    assert next(loaded.parameters()).dtype == torch.bfloat16
+    for key in ("score.weight", "model.layers.0.self_attn.q_proj.weight"):  # the heads too
+        want = ((merged[0][key] + merged[1][key]) / 2).to(torch.bfloat16)
+        assert torch.equal(state[key], want), key
+    assert not torch.equal(merged[0]["score.weight"], merged[1]["score.weight"])  # seeds 42 and 43
+    finals = [e for e in report.evaluations if e["split"] == "full"]
+    assert [e["progress"] for e in finals] == [3, 6] and all(0 <= e["score"] <= 100 for e in finals)
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:  # the best official final against the reference, one query
+        best = con.execute('SELECT "progress", "score", "reference_score" FROM "rm_best_final"').fetchall()
+    top = max(e["score"] for e in finals)
+    assert len(best) == 1 and best[0][1:] == (pytest.approx(top), 74.568936)
+    assert best[0][0] in [e["progress"] for e in finals if e["score"] == top]
+
+
+@pytest.mark.slow
+def test_the_wall_clock_stops_training_and_the_run_still_scores_and_publishes(tiny_base, small_eval, tmp_path,
+                                                                             db_url, monkeypatch):
+    from train.rm import run as rm_run
+    from warehouse.db import connect
+
+    checks = iter([False] * 5 + [True] * 1000)  # the budget runs out before the 6th step
+    monkeypatch.setattr(rm_run.Clock, "exhausted", lambda self: next(checks))
+    report = rm_run.run_rm(options(tiny_base, small_eval, tmp_path / "out", max_steps=12, db_url=db_url,
+                                   wall_clock=3600, reserve=600), log=lambda line: None)
+    assert report.stop_reason == "wall_clock_budget_exhausted" and report.steps == 5
+    assert [a.progress for a in report.artifacts] == [5]
+    with connect(db_url, read_only=True) as con:
+        budget = con.execute('SELECT "stop_reason", "steps", "wall_clock_s", "reserve_s" FROM "rm_budgets"').fetchall()
+        finals = con.execute('SELECT "progress", "official" FROM "rm_evaluations" WHERE "split" = \'full\'').fetchall()
+    assert budget == [("wall_clock_budget_exhausted", 5, 3600.0, 600.0)]
+    assert finals == [(5, True)]
+    receipts = sorted(p.name for p in (tmp_path / "out" / "evaluations").glob("*.complete"))
+    assert receipts == ["formal_p00005_full.complete", "formal_p00005_proxy.complete",
+                        "formal_p00005_proxy_rows.complete"]
+
+
+@pytest.mark.slow
+def test_a_soup_stops_before_a_member_that_would_not_fit_the_budget(tiny_base, small_eval, tmp_path, db_url,
+                                                                   monkeypatch):
+    from train.rm import run as rm_run
+    from warehouse.db import connect
+
+    monkeypatch.setattr(rm_run.Clock, "left", lambda self: 0.001)  # less than any member takes
+    monkeypatch.setattr(rm_run.Clock, "exhausted", lambda self: False)
+    report = rm_run.run_rm(options(tiny_base, small_eval, tmp_path / "out", members=3, steps_per_member=2,
+                                   db_url=db_url, wall_clock=3600, reserve=600), log=lambda line: None)
+    assert (report.stop_reason, report.steps, report.members) == ("wall_clock_budget_exhausted", 2, 1)
+    assert [(a.progress, a.members) for a in report.artifacts] == [(2, 1)]
+    with connect(db_url, read_only=True) as con:
+        budget = con.execute('SELECT "stop_reason", "steps", "members", "snapshots_published" FROM "rm_budgets"').fetchall()
+        official = con.execute('SELECT "official" FROM "rm_evaluations" WHERE "split" = \'full\'').fetchall()
+    assert budget == [("wall_clock_budget_exhausted", 2, 1, 1)] and official == [(True,)]
