@@ -163,7 +163,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
             samples = team.share(round_samples(result) if team.main else None)
             metrics = learner.step(samples, timer, round_no)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
-                _update_weights(ctx.backend if team.main else None, learner, opts, run_id, round_no, team, generator)
+                _update_weights(ctx.backend if team.main else None, learner, opts, run_id, round_no, team, generator, log)
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
@@ -401,7 +401,10 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy
     settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
                               initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
                               softmax_temperature=knobs.softmax_temperature)
-    return RoundContext(tasks=tasks, backend=make_backend(opts, arm, knobs, policy), sampling=sampling,
+    backend = make_backend(opts, arm, knobs, policy)
+    for note in getattr(backend, "notes", ()):  # e.g. vLLM's length bounded by the model's
+        log(note)
+    return RoundContext(tasks=tasks, backend=backend, sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers, gpus=exec_gpus(opts, log)),
                         limits=Limits(timeout_s=knobs.exec_timeout_s),
@@ -432,8 +435,8 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
         from train.generate.vllm_backend import VLLMBackend
 
         return VLLMBackend(str(policy.path), policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6,
-                           max_model_len=arm.total_cap, seed=opts.seed,
-                           tensor_parallel_size=knobs.tensor_parallel_size)
+                           max_model_len=arm.total_cap, seed=opts.seed, device=str(policy.device),
+                           tensor_parallel_size=knobs.tensor_parallel_size, temperature=knobs.temperature)
     from train.generate.hf import HFBackend
 
     return HFBackend(policy.model, policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6)
@@ -489,17 +492,22 @@ class Learner:
 
 
 def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int, team=None,
-                    generator=None) -> None:
+                    generator=None, log=_quiet) -> None:
     """Make the generator sample from the updated policy. The transformers backend shares the
     module, so it already does; vLLM gets the adapter saved and served under a fresh id.
     Under FSDP the adapter is gathered first (every rank) into rank 0's generation copy."""
     if team is not None and team.sharded:
-        return _update_sharded(backend, learner, opts, run_id, round_no, team, generator)
+        return _update_sharded(backend, learner, opts, run_id, round_no, team, generator, log)
     if not hasattr(backend, "set_adapter"):
         return
     root = _served_adapter_dir(opts, run_id, round_no)
     learner.policy.model.save_pretrained(root)
-    backend.set_adapter(str(root))
+    _serve(backend, root, log)
+
+
+def _serve(backend, adapter_dir, log) -> None:
+    adapter_id = backend.set_adapter(str(adapter_dir))
+    log(f"  update_weights: the adapter is served as LoRA id {adapter_id} ({adapter_dir})")
 
 
 def _served_adapter_dir(opts: RunOptions, run_id: str, round_no: int):
@@ -509,12 +517,13 @@ def _served_adapter_dir(opts: RunOptions, run_id: str, round_no: int):
     return Path(opts.checkpoint_root or tempfile.gettempdir()) / run_id / f"served_adapter_{round_no}"
 
 
-def _update_sharded(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int, team, generator):
+def _update_sharded(backend, learner: Learner, opts: RunOptions, run_id: str, round_no: int, team, generator,
+                    log=_quiet):
     state = _sync_generator(generator, learner, team)
     if team.main and hasattr(backend, "set_adapter"):
         root = _served_adapter_dir(opts, run_id, round_no)
         learner.policy.model.save_pretrained(root, state_dict=state)
-        backend.set_adapter(str(root))
+        _serve(backend, root, log)
 
 
 def _generation_copy(policy, opts: RunOptions):

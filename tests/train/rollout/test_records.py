@@ -1,6 +1,7 @@
 """Node records and summaries (schema C), prompt-cap errors, and the vLLM backend's API use."""
 from __future__ import annotations
 
+import json
 import sys
 import types
 
@@ -63,14 +64,15 @@ def test_tree_render_lists_every_node_and_the_best():
 
 
 def _fake_vllm(monkeypatch):
-    """A stand-in for the vllm package recording how it is called (vLLM is GPU-only)."""
+    """A stand-in for the vllm package recording how it is called (the real one runs in its own
+    venv: test_vllm_cpu.py)."""
     made = {}
 
     class LLM:
         def __init__(self, **kwargs):
             made["llm"] = kwargs
 
-        def generate(self, prompts, params, lora_request=None):
+        def generate(self, prompts, params, lora_request=None, use_tqdm=True):
             made["generate"] = (prompts, params, lora_request)
             sample = types.SimpleNamespace(token_ids=[5, 7], logprobs=[{5: types.SimpleNamespace(logprob=-0.25)},
                                                                        {7: types.SimpleNamespace(logprob=-1.5)}])
@@ -109,3 +111,38 @@ def test_vllm_backend_uses_rank_32_lora_fresh_ids_and_returns_logprobs(monkeypat
     assert params.n == 3 and params.max_tokens == 9 and params.logprobs == 0 and params.top_k == -1
     assert [c.response_logprobs for c in out[0]] == [[-0.25, -1.5]] * 3
     assert made["generate"][2] is backend.lora_request
+
+
+def _model_dir(tmp_path, config: dict):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_vllm_length_is_the_total_cap_bounded_by_the_models_positions(tmp_path):
+    from train.generate.vllm_backend import resolve_max_model_len
+
+    model = _model_dir(tmp_path, {"model_type": "llama", "max_position_embeddings": 4096})
+    length, note = resolve_max_model_len(model, 36864)  # hr24k_u6's total cap on the tiny policy
+    assert length == 4096 and "4096" in note and "36864" in note
+    assert resolve_max_model_len(model, 2048) == (2048, None)  # the arm's cap when it fits
+    assert resolve_max_model_len(model, None) == (4096, None)
+    vision = _model_dir(tmp_path, {"model_type": "qwen3_vl", "text_config": {"max_position_embeddings": 262144}})
+    assert resolve_max_model_len(vision, 36864) == (36864, None)
+    assert resolve_max_model_len(tmp_path / "nowhere", 36864) == (36864, None)  # vLLM then judges
+
+
+def test_vllm_backend_bounds_the_engine_and_the_prompts_by_the_model(monkeypatch, tmp_path, tiny_tokenizer, messages):
+    from train.generate.vllm_backend import VLLMBackend
+
+    made = _fake_vllm(monkeypatch)
+    model = _model_dir(tmp_path, {"max_position_embeddings": 40})
+    backend = VLLMBackend(str(model), tiny_tokenizer, max_model_len=36864, device="cpu")
+    assert made["llm"]["max_model_len"] == 40 and backend.notes and "36864" in backend.notes[0]
+    assert made["llm"]["dtype"] == "float32" and made["llm"]["enforce_eager"] is True
+    assert "gpu_memory_utilization" not in made["llm"]  # on CPU it would reserve RAM: a fixed KV size instead
+    long_prompt = messages("word " * 60)
+    out = backend.generate([GenRequest(long_prompt, 2), GenRequest(messages("hi"), 1)],
+                           SamplingConfig(max_new_tokens=100, total_cap=36864))
+    assert [c.error is not None and "40" in c.error for c in out[0]] == [True, True]  # the node's error, not vLLM's
+    assert out[1][0].error is None
+    assert made["generate"][1][0].max_tokens == 40 - len(made["generate"][0][0]["prompt_token_ids"])
