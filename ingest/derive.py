@@ -95,7 +95,9 @@ def upsert_run(con, run: dict) -> None:
     values = [row.get(col) for col in RUN_COLUMNS]
     cols = ", ".join(qi(c) for c in RUN_COLUMNS)
     marks = ", ".join("?" for _ in RUN_COLUMNS)
-    con.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", values)
+    # delete, then insert, rather than INSERT OR REPLACE: DuckLake has no primary keys
+    con.execute("DELETE FROM runs WHERE run_id = ?", [row["run_id"]])
+    con.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", values)
 
 
 _STAMP = re.compile(r"^(\d{8}_\d{6})")

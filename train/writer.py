@@ -6,8 +6,9 @@ nodes, payloads, sibling groups and summary, and the step's timing row when ther
 a crash mid-round leaves no partial round. The write connection is opened only to commit, so
 other processes can read the warehouse while training runs.
 
-If another process holds the warehouse's lock, `warehouse.db.connect` retries with backoff
-for `lock_wait_s`; past that the round is spooled to disk in the data-root layout (seeds 000/
+If another process holds the warehouse file's lock, `warehouse.db.connect` retries with
+backoff for `lock_wait_s` (on DuckLake, where there is no lock, `run_transaction` redoes a
+commit that lost to another writer's for as long); past that the round is spooled to disk in the data-root layout (seeds 000/
 002) and a one-line notice says how to ingest it: a round is never lost.
 
 `export_root` additionally writes every round as the classic data-root files
@@ -101,21 +102,19 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
     only for this. Each step is its own source, so a round spooled in between never duplicates
     or drops another round's timing row."""
     from ingest.records import load_steps, load_task_round, upsert_run
-    from warehouse.db import connect
+    from warehouse.db import connect, run_transaction
 
+    def work():
+        upsert_run(con, run.row(f"train://{run.run_id}"))
+        for task, records in rnd.records.items():
+            load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
+                            summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
+        if rnd.step:
+            load_steps(con, run.run_id, [rnd.step], source_path=f"train://{run.run_id}/round_{rnd.round}/timing")
+
+    # on DuckLake no lock is waited for: a commit that loses to another writer's is redone
     with connect(db_url, wait_s=lock_wait_s) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            upsert_run(con, run.row(f"train://{run.run_id}"))
-            for task, records in rnd.records.items():
-                load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
-                                summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
-            if rnd.step:
-                load_steps(con, run.run_id, [rnd.step], source_path=f"train://{run.run_id}/round_{rnd.round}/timing")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        run_transaction(con, work, wait_s=lock_wait_s)
 
 
 def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict]) -> Path:
