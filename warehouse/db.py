@@ -25,6 +25,11 @@ from warehouse.config import db_path_from_url, is_ducklake, parse_ducklake
 from warehouse.errors import DatabaseLockedError, TerminalError
 
 LOCK_RETRY_SECONDS = 30.0
+# A new warehouse file is written in DuckDB's v1.0.0 storage format (header version 64), which
+# every DuckDB from 1.0 on reads: the DuckDB CLI, JDBC/ODBC drivers and BI tools that carry an
+# older DuckDB than ours (DuckDB 2.0 wrote a format none of them could open). Opening an
+# existing file keeps its format.
+STORAGE_COMPATIBILITY = {"storage_compatibility_version": "v1.0.0"}
 LAKE_ALIAS = "wh"
 # The extensions come as Python packages pinned to duckdb's own version (pyproject.toml):
 # loaded from there, never downloaded at run time.
@@ -44,7 +49,7 @@ def engine(url: str, read_only: bool = False):
         # DuckLake rejects INSERT ... RETURNING, which SQLAlchemy adds to fetch inserted keys
         eng.dialect.insert_returning = eng.dialect.insert_executemany_returning = False
         return eng
-    connect_args = {"read_only": True} if read_only else {}
+    connect_args = {"read_only": True} if read_only else {"config": dict(STORAGE_COMPATIBILITY)}
     return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
 
 
@@ -76,7 +81,7 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only)
+            return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
                 raise
