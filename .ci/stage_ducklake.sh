@@ -17,12 +17,12 @@ fi
 pgbin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 work="$(mktemp -d)"
 chmod 755 "$work"
-mkdir "$work/data" "$work/sock"
-chown postgres "$work/data" "$work/sock"
+mkdir "$work/data" "$work/sock" "$work/log"
+chown postgres "$work/data" "$work/sock" "$work/log"
 as_pg() { runuser -u postgres -- "$@"; }
 port=54329
 as_pg "$pgbin/initdb" -D "$work/data" -A trust -U postgres >/dev/null
-as_pg "$pgbin/pg_ctl" -D "$work/data" -l "$work/pg.log" -w \
+as_pg "$pgbin/pg_ctl" -D "$work/data" -l "$work/log/pg.log" -w \
     -o "-c listen_addresses='' -c unix_socket_directories='$work/sock' -p $port" start >/dev/null
 trap 'as_pg "$pgbin/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true' EXIT
 as_pg "$pgbin/createdb" -h "$work/sock" -p "$port" ducklake

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import random
 import time
@@ -35,7 +36,8 @@ LAKE_ALIAS = "wh"
 # loaded from there, never downloaded at run time.
 _EXTENSION_PACKAGES = {"ducklake": "duckdb_extension_ducklake",
                        "sqlite_scanner": "duckdb_extension_sqlite_scanner",
-                       "postgres_scanner": "duckdb_extension_postgres_scanner"}
+                       "postgres_scanner": "duckdb_extension_postgres_scanner",
+                       "httpfs": "duckdb_extension_httpfs"}
 
 
 def engine(url: str, read_only: bool = False):
@@ -117,6 +119,9 @@ def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: b
     scanner = "sqlite_scanner" if target.catalog == "sqlite" else "postgres_scanner"
     for name in ("ducklake", scanner):
         con.execute(f"LOAD '{_extension_file(name)}'")
+    # object storage (s3://, gs://, ...) for the data path: httpfs, an optional package
+    if importlib.util.find_spec(_EXTENSION_PACKAGES["httpfs"]) or "://" in (target.data_path or ""):
+        con.execute(f"LOAD '{_extension_file('httpfs')}'")
     # ATTACH takes no bound parameters: the two values are quoted as SQL string literals
     options = [f"DATA_PATH '{_sql_text(target.data_path)}'"] if target.data_path else []
     options += ["READ_ONLY"] if read_only else []
@@ -158,8 +163,6 @@ def _prepare_sqlite_catalog(path: str, read_only: bool) -> bool:
 
 
 def _extension_file(name: str) -> str:
-    import importlib.util
-
     import duckdb
 
     package = _EXTENSION_PACKAGES[name]
