@@ -154,6 +154,29 @@ def compare_views(workdir: Path, pg: str | None, engines: list[str], repeat: int
     return rows
 
 
+def compare_ingest(workdir: Path, pg: str | None, engines: list[str], size_mb: float) -> list[tuple]:
+    """`warehouse ingest` of one generated root (2-12 MB node files) into each engine:
+    (engine, MB/s of wall time, CPU seconds of the ingest process)."""
+    import resource
+
+    from ingest.sample import write_bench_root
+
+    root = workdir / "ingest_root"
+    if not root.exists():
+        write_bench_root(root, target_mb=size_mb)
+    mb = sum(p.stat().st_size for p in root.rglob("*.jsonl")) / 1e6
+    rows = []
+    for engine in engines:
+        url = fresh(engine, workdir / f"ingest_{engine}", pg)
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([str(BIN / "warehouse"), "--db", url, "ingest", str(root)], check=True, capture_output=True)
+        wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows.append((engine, mb / wall, (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engines", default="file,sqlite", help="Comma-separated: file, sqlite, postgres.")
@@ -161,7 +184,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="Rounds per trainer.")
     ap.add_argument("--pg", help="PostgreSQL conninfo for the postgres engine (its public schema is reset).")
     ap.add_argument("--repeat", type=int, default=3, help="Runs per view in the view comparison.")
-    ap.add_argument("--skip-views", action="store_true", help="Only the writers' part.")
+    ap.add_argument("--skip-views", action="store_true", help="Leave out the view comparison.")
+    ap.add_argument("--ingest-mb", type=float, default=0,
+                    help="Also time `warehouse ingest` of a root this large into each engine.")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/concurrency_bench"))
     args = ap.parse_args()
     from train.policy.tiny import TINY_DIR_ENV, ensure_tiny_policy
@@ -174,12 +199,16 @@ def main() -> None:
     print(f"{'engine':8} {'writers':>7} {'wall s':>7} {'rounds':>6} {'spooled':>7} {'failed':>6} "
           f"{'rounds/min':>10} {'view p50 s':>10} {'view p99 s':>10} {'queries':>7}")
     for engine in engines:
-        for n in (int(x) for x in args.writers.split(",")):
+        for n in (int(x) for x in args.writers.split(",") if x):
             workdir = args.workdir / f"{engine}_{n}"
             url = fresh(engine, workdir, args.pg)
             r = run_writers(url, n, args.rounds, workdir, env)
             print(f"{engine:8} {n:7d} {r['wall_s']:7.1f} {r['committed']:6d} {r['spooled']:7d} {r['failed']:6d} "
                   f"{r['rounds_per_min']:10.2f} {r['p50_s']:10.3f} {r['p99_s']:10.3f} {r['queries']:7d}", flush=True)
+    if args.ingest_mb:
+        print(f"\nwarehouse ingest of a {args.ingest_mb:g} MB root (2-12 MB node files):")
+        for engine, mbps, cpu in compare_ingest(args.workdir, args.pg, engines, args.ingest_mb):
+            print(f"  {engine:8} {mbps:6.2f} MB/s wall, {cpu:6.1f} CPU s")
     if args.skip_views:
         return
     print("\nviews on the synthetic sample (warehouse demo), best of", args.repeat, "(s):")
