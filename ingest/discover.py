@@ -22,6 +22,9 @@ TRANSCRIPT_FILE = re.compile(r"^(?P<task>.+?)__(?P<ts>\d+)__transcript\.md$")
 WANDB_FILES = {"config.json": "wandb_config", "history.jsonl": "wandb_history",
                "summary.json": "wandb_summary"}
 WANDB_DIR = "wandb_exports"
+RM_MANIFEST, RM_EVALUATIONS = "manifest.json", "evaluations"
+RM_FILES = {RM_MANIFEST: "rm_manifest", "outcome.json": "rm_outcome", "jobs.jsonl": "rm_jobs",
+            "artifacts.jsonl": "rm_artifacts", "steps.jsonl": "rm_steps"}
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class RunDir:
 @dataclass(frozen=True)
 class FileJob:
     path: str
-    kind: str   # nodes | summary | tree | transcript | timing | wandb_config | wandb_history | wandb_summary
+    kind: str   # nodes | summary | tree | transcript | timing | wandb_* | rm_* (ingest/rm_ingest.py)
     size: int
     mtime_ns: int
     run_id: str | None = None
@@ -63,6 +66,7 @@ class Layout:
     problems: list[Problem] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # directories that are not runs
     rounds: list[tuple[str, int, str]] = field(default_factory=list)  # (run, round, path)
+    rm_runs: list[RunDir] = field(default_factory=list)  # reward-model runs (manifest.json)
 
 
 def discover(root: str | os.PathLike) -> Layout:
@@ -124,6 +128,9 @@ def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
         return  # README.md, FILES.txt, images
     children = _entries(Path(entry.path), layout, run_id)
     names = {c.name for c in children}
+    if RM_MANIFEST in names:
+        _walk_rm_run(entry, children, layout)
+        return
     if not any(ROUND_DIR.match(n) for n in names) and "timing.jsonl" not in names:
         layout.skipped.append(entry.path)
         return
@@ -136,6 +143,20 @@ def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
             _add_file(child, layout, kind="timing", run_id=run_id)
         elif child.name == WANDB_DIR and child.is_dir():
             _walk_wandb(Path(child.path), layout)
+
+
+def _walk_rm_run(entry: os.DirEntry, children: list[os.DirEntry], layout: Layout) -> None:
+    """A reward-model run (docs/reward_model.md): its files, each a job of its own kind;
+    a receipt is read with its summary, never alone."""
+    run_id = entry.name
+    layout.rm_runs.append(RunDir(run_id, entry.path))
+    for child in children:
+        if child.name in RM_FILES:
+            _add_file(child, layout, kind=RM_FILES[child.name], run_id=run_id)
+        elif child.name == RM_EVALUATIONS and child.is_dir():
+            for item in _entries(Path(child.path), layout, run_id):
+                if item.name.endswith(".json"):
+                    _add_file(item, layout, kind="rm_evaluation", run_id=run_id)
 
 
 def _walk_round(entry: os.DirEntry, rnd: int, run_id: str, layout: Layout) -> None:

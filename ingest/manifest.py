@@ -26,7 +26,7 @@ from pathlib import Path
 from warehouse.errors import TerminalError
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "manifests"
-KINDS = ("training", "probe", "smoke", "stress", "unknown")
+KINDS = ("training", "probe", "smoke", "stress", "reward_model", "unknown")
 RUN_KEYS = {"arm", "kind", "wandb_run", "resumed_from", "lost", "model", "notes", "overrides",
             "question_id", "seed"}
 TOP_KEYS = {"question_id", "model", "runs"}

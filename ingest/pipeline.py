@@ -22,9 +22,10 @@ from ingest.discover import FileJob, Layout, Problem, discover
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
+from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source,
                             record_errors, touch_source)
-from warehouse.db import is_ducklake_connection, is_write_conflict, run_transaction
+from warehouse.db import is_ducklake_connection, is_write_conflict, transaction
 from warehouse.errors import DatabaseLockedError
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
@@ -91,7 +92,8 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         def forget_lost_attempt():  # a DuckLake commit that lost the race is redone
             del report.warnings[marks[0]:], report.lost_runs[marks[1]:]
 
-        _transaction(con, lambda: register_runs(con, layouts, manifests, report), forget_lost_attempt)
+        transaction(con, lambda: register_runs(con, layouts, manifests, report), wait_s=LAKE_RETRY_S,
+                    before_retry=forget_lost_attempt)
         _load_files(_Walker(con, report, progress, max_line_bytes, lake), layouts, batch_bytes)
         # the file: the next open needs no WAL replay (DuckLake's CHECKPOINT is maintenance
         # that rewrites files under other writers: left to the operator, docs/ducklake.md)
@@ -125,6 +127,9 @@ def _load_files(walker: "_Walker", layouts: list[Layout], batch_bytes: int) -> N
     for kind in ROW_KINDS:
         walker.batches(kind, list(_batches([job for job in jobs if job.kind == kind],
                                            batch_bytes)))
+    load_rm_files(walker, [job for job in jobs if job.kind.startswith("rm_")])
+    rm_runs = sorted({run.run_id for layout in layouts for run in layout.rm_runs})
+    walker.report.warnings += rm_warnings(walker.con, rm_runs)
 
 
 def _batches(jobs: list[FileJob], batch_bytes: int):
@@ -137,11 +142,6 @@ def _batches(jobs: list[FileJob], batch_bytes: int):
         size += job.size
     if batch:
         yield batch
-
-
-def _transaction(con, work: Callable, before_retry: Callable | None = None):
-    """`work()` in one transaction; on DuckLake redone while another writer wins the commit."""
-    return run_transaction(con, work, wait_s=LAKE_RETRY_S, before_retry=before_retry)
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -173,7 +173,19 @@ def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestRep
     for layout in layouts:  # every round directory, even one whose files all failed
         for run_id, rnd, path in layout.rounds:
             upsert_round(con, run_id, rnd, path)
-    report.runs = len(on_disk)
+    rm_runs = [run for layout in layouts for run in layout.rm_runs]
+    for run in rm_runs:  # its manifest.json fills the row in; here only: it exists
+        register_rm_run(con, run.run_id, run.path)
+    report.runs = len(on_disk) + len(rm_runs)
+
+
+def register_rm_run(con, run_id: str, path: str) -> None:
+    """A `runs` row of kind reward_model unless the run has one (its manifest's, kept)."""
+    from ingest.rm_records import QUESTION_ID, RUN_KIND
+
+    con.execute("INSERT INTO runs (run_id, question_id, kind, lost, source_path) "
+                "SELECT ?, ?, ?, false, ? WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
+                [run_id, QUESTION_ID, RUN_KIND, path, run_id])
 
 
 def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:
@@ -221,7 +233,7 @@ class _Walker:
             return self.fail(job, f"unreadable: {data.strerror or data}")
         self.report.bytes_read += len(data)
         if prev and prev[3] == digest and prev[5] is None:
-            _transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
+            transaction(self.con, lambda: touch_source(self.con, job.path, job.mtime_ns))
             return self._skip(job, prev)
         return data, digest, lines
 
@@ -385,7 +397,7 @@ class _Walker:
         def forget_lost_attempt():
             self.next_id = first_id
 
-        ids = _transaction(self.con, work, forget_lost_attempt) if todo else []
+        ids = transaction(self.con, work, wait_s=LAKE_RETRY_S, before_retry=forget_lost_attempt) if todo else []
         for (job, _, digest), (source_id, _) in zip(todo, ids):
             self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, 0, None)
             self.report.files_loaded += 1
@@ -411,7 +423,7 @@ class _Walker:
                                   {"node_file_present": True})
             return source_id
 
-        source_id = _transaction(self.con, work)
+        source_id = transaction(self.con, work)
         self.known[job.path] = (source_id, job.size, job.mtime_ns, None, 0, reason)
         return None
 

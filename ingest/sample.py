@@ -26,6 +26,9 @@ expansion, `step` 0 in records; 002 style: schemas A and B, 64 = 4 expansions x 
   round (30 of 64), spooky_3e5_k8s whose last round has no timing row, cactus_gpu (schema B,
   save_checkpoint on its last step, W&B export with fewer history rows than timing rows),
   dogscats_gpu (partial round 1, 49 of 64, no timing.jsonl), under `wandb_exports/`.
+* 004: seed 004's reward-model run (`ingest/rm_sample.py`, docs/reward_model.md): every
+  figure the seed publishes, clean; `ingest.rm_sample.plant_rm_faults` plants the four bad
+  inputs the reward-model checks must catch, for tests.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
+from ingest.rm_sample import write_rm_run
 
 STATUSES = ("ok", "crashed", "timeout", "no_code", "no_submission", "invalid_submission")
 PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor")
@@ -157,6 +161,7 @@ def write_sample_root(out_dir: str | os.PathLike, seed: int = 0, *, payload_toke
     for spec in sample_specs():
         writer.write_run(spec)
     writer.plant_lost_run(LOST_RUN)
+    write_rm_run(out)
     writer.write_front_page()
     return out
 
@@ -420,7 +425,8 @@ class _RootWriter:
     def write_front_page(self) -> None:
         (self.root / "README.md").write_text(
             "# Synthetic sample data root\n\nWritten by `warehouse sample` (ingest/sample.py): "
-            "seed-000 and seed-002 shaped runs with every documented edge case.\n", "utf-8")
+            "seed-000 and seed-002 shaped runs with every documented edge case, and seed 004's "
+            "reward-model run.\n", "utf-8")
         sizes = sorted((str(p.relative_to(self.root)), p.stat().st_size)
                        for p in self.root.rglob("*") if p.is_file() and not p.is_symlink())
         (self.root / "FILES.txt").write_text("".join(f"{s}\t{p}\n" for p, s in sizes), "utf-8")

@@ -52,6 +52,7 @@ class RunOptions:
     learn: bool = True
     checkpoint_root: str | None = None  # save the adapter + optimizer after each step
     checkpoint_every: int = 1  # steps between checkpoints (train.learn.checkpoint)
+    quiet: bool = False  # only the run, round and step lines (no per-expansion lines)
     health_gate: bool = True  # stop after the first step when METRICS.md's health gate fails
     decision_steps: tuple = ()  # print the decision rule's reading after these steps
     sets: dict = field(default_factory=dict)
@@ -76,7 +77,20 @@ class Knobs:
     tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
     update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
     clip_eps: float = 0.2  # policy loss: importance ratio clipped to [1 - eps, 1 + eps]
-    kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off)
+    kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off); the start when adaptive
+    # stability for long runs (train.learn.control)
+    lr_schedule: str = "constant"  # constant | cosine, after the warmup
+    lr_warmup_steps: int = 0  # linear warmup from 0 over this many steps
+    lr_total_steps: int = 0  # cosine: the step where the rate reaches lr_min_ratio x (0: the run's last round)
+    lr_min_ratio: float = 0.1
+    kl_target: float = 0.0  # > 0: adapt kl_coef toward this mean KL per step (0: fixed kl_coef)
+    kl_horizon: float = 1.0  # steps over which the controller applies a full proportional correction
+    kl_max: float = 0.0  # > 0: stop the run after a step whose KL is above it
+    entropy_min: float = 0.0  # > 0: stop the run after a step whose entropy is below it
+    entropy_max: float = 0.0  # > 0: stop the run after a step whose entropy is above it
+
+
+STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
 
 
 @dataclass
@@ -86,9 +100,10 @@ class RunReport:
     spooled: list = field(default_factory=list)
 
 
-def run(opts: RunOptions, log=print) -> RunReport:
+def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
     """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled).
 
+    `monitor` (train.progress.LiveProgress) draws each round and step live at a terminal.
     Under torchrun every rank calls it: rank 0 does the rounds, the others join each GRPO step
     (train.distributed); they return an empty report."""
     from train.distributed import join_team, leave_team
@@ -96,12 +111,14 @@ def run(opts: RunOptions, log=print) -> RunReport:
     team = join_team(opts.device)
     try:
         opts = dataclasses.replace(opts, device=team.device)
-        return _run(opts, team, log if team.main else _quiet)
+        return _run(opts, team, log if team.main else _quiet, monitor if team.main else None)
     finally:
+        if monitor is not None:
+            monitor.close()
         leave_team(team)
 
 
-def _run(opts: RunOptions, team, log) -> RunReport:
+def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     from train.learn.session import after_commit
     from train.learn.timing import PhaseTimer
     from train.rollout.round import run_round
@@ -123,20 +140,24 @@ def _run(opts: RunOptions, team, log) -> RunReport:
     if learner is not None and team.sharded:
         _sync_generator(generator, learner, team)
     with team.alone():
-        ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log) if team.main else None
+        ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log, monitor) if team.main else None
         writer = _writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
-        timer = PhaseTimer()
+        timer = PhaseTimer(watch=monitor)
         with team.alone():
             if team.main:
+                if monitor is not None:
+                    monitor.round_started(round_no, arm.expansions_per_round, len(tasks))
                 with timer.phase("gen"):
                     result = run_round(round_no, trees, ctx)
         step = None
         if learner is not None:
+            if monitor is not None:
+                monitor.step_started(round_no)
             samples = team.share(round_samples(result) if team.main else None)
-            metrics = learner.step(samples, timer)  # adv, old_log_prob, ref, update_actor
+            metrics = learner.step(samples, timer, round_no)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
                 _update_weights(ctx.backend if team.main else None, learner, opts, run_id, round_no, team, generator)
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
@@ -147,6 +168,8 @@ def _run(opts: RunOptions, team, log) -> RunReport:
                                                    if isinstance(v, (int, float)) and v is not None))
         if not team.main:
             continue
+        if monitor is not None:
+            monitor.round_finished()
         with team.alone():
             where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
             report.rounds.append(_round_line(round_no, result, where, log))
@@ -154,6 +177,8 @@ def _run(opts: RunOptions, team, log) -> RunReport:
                 after_commit(opts.db_url, run_id, round_no, metrics,
                              health_gate=opts.health_gate and round_no == first,
                              decision_steps=opts.decision_steps, log=log)
+            if learner is not None:
+                learner.check_band(round_no, metrics)
     team.finish()
     report.spooled = writer.spooled if writer is not None else []
     return report
@@ -192,7 +217,10 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
         raise TerminalError(f"--set: unknown or fixed setting(s) {', '.join(sorted(unknown or {'name'}))}; "
                             f"settable: {', '.join(known)}")
     recorded = {**arm_sets, **knob_sets}
-    return arm.with_overrides(**arm_sets), dataclasses.replace(knobs, **knob_sets), _jsonable(recorded)
+    knobs = dataclasses.replace(knobs, **knob_sets)
+    if opts.learn:  # the step's controls are part of what a run did, set or not
+        recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
+    return arm.with_overrides(**arm_sets), knobs, _jsonable(recorded)
 
 
 def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -282,7 +310,8 @@ def _load_policy(opts: RunOptions, arm: Arm, log):
     return load_policy(opts.model, opts.device, lora=lora, tiny_cache=opts.tiny_cache, log=log)
 
 
-def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy, run_id: str, log):
+def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy, run_id: str, log,
+                   monitor=None):
     from train.env import Limits, LocalExecutor
     from train.generate.base import SamplingConfig
     from train.rollout.round import RoundContext
@@ -297,7 +326,7 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy
     return RoundContext(tasks=tasks, backend=make_backend(opts, arm, knobs, policy), sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers), limits=Limits(timeout_s=knobs.exec_timeout_s),
-                        progress=log)
+                        progress=None if opts.quiet or monitor is not None else log, monitor=monitor)
 
 
 def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy):
@@ -322,17 +351,38 @@ def round_samples(result) -> list:
 
 @dataclass
 class Learner:
-    """The GRPO step's call site (train.learn owns the step itself)."""
+    """The GRPO step's call site (train.learn owns the step itself), with the run's learning-rate
+    schedule and KL control (train.learn.control)."""
 
     policy: object
     optimizer: object
     config: object
+    schedule: object = None  # LRSchedule; None: the optimizer's rate as it is
+    kl: object = None  # KLControl; None: the config's fixed coefficient
+    band: object = None  # Band: the KL / entropy bounds checked after the round is written
 
-    def step(self, samples: list, timer) -> dict:
-        """One GRPO step on the round's samples (every rank calls it under FSDP)."""
+    def step(self, samples: list, timer, step_no: int = 1) -> dict:
+        """One GRPO step on the round's samples (every rank calls it under FSDP): the rate of
+        step `step_no`, the coefficient in force; the next coefficient is set from its KL."""
+        from train.learn.control import current_coef, set_step_state
         from train.learn.step import grpo_step
 
-        return grpo_step(self.policy.model, self.optimizer, samples, self.config, timer)
+        lr = self.schedule.at(step_no) if self.schedule else self.optimizer.param_groups[0]["lr"]
+        coef = current_coef(self.optimizer, self.kl) if self.kl else self.config.loss.kl_coef
+        set_step_state(self.optimizer, lr, coef)
+        config = dataclasses.replace(self.config, loss=dataclasses.replace(self.config.loss, kl_coef=coef))
+        metrics = grpo_step(self.policy.model, self.optimizer, samples, config, timer)
+        if self.kl:  # every rank reads the same all-reduced KL: the coefficient stays in step
+            set_step_state(self.optimizer, lr, self.kl.next_coef(coef, metrics.get("kl")))
+        return {**metrics, "kl_coef": coef}
+
+    def check_band(self, step_no: int, metrics: dict) -> None:
+        """Stop (after the round is in the warehouse) when the step left the KL / entropy band."""
+        from train.learn.control import StabilityStopError
+
+        reason = self.band.error(step_no, metrics) if self.band else None
+        if reason:
+            raise StabilityStopError(reason)
 
     def save(self, root: str, run_id: str, step: int):
         from train.learn.checkpoint import save_checkpoint
@@ -419,7 +469,20 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
-    return Learner(policy, optimizer, step_config(arm, knobs or Knobs()))
+    knobs = knobs or Knobs()
+    first = opts.first_round or (resume.step + 1 if resume else 1)
+    lr = overrides.get("learning_rate") or arm.learning_rate
+    return Learner(policy, optimizer, step_config(arm, knobs), *stability(knobs, lr, first + opts.rounds - 1))
+
+
+def stability(knobs: Knobs, lr: float, last_step: int) -> tuple:
+    """(schedule, KL control, band) from the knobs; the schedule's base rate is `lr`."""
+    from train.learn.control import Band, KLControl, LRSchedule
+
+    schedule = LRSchedule(base=lr, warmup_steps=knobs.lr_warmup_steps, kind=knobs.lr_schedule,
+                          total_steps=knobs.lr_total_steps or last_step, min_ratio=knobs.lr_min_ratio)
+    return (schedule, KLControl(knobs.kl_coef, target=knobs.kl_target, horizon=knobs.kl_horizon),
+            Band(knobs.kl_max, knobs.entropy_min, knobs.entropy_max))
 
 
 def step_config(arm: Arm, knobs: Knobs):

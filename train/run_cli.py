@@ -47,13 +47,22 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes (GPUs) for the update: N > 1 starts N ranks through torch's launcher, "
                    "as torchrun --standalone --nproc-per-node N does (FSDP; rank 0 generates).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print only the run's, rounds' and steps' one-line summaries: no live display at a "
+                   "terminal, no per-expansion lines (a log that is not a terminal never gets the display).")
 @click.pass_context
 def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from, tasks, tasks_root, seed, db, device,
                 backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
-                sets, exec_workers, run_id, nproc) -> None:
-    """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse."""
-    from train.distributed import launch, launched_world, under_torchrun
+                sets, exec_workers, run_id, nproc, quiet) -> None:
+    """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse.
+
+    At a terminal each round is drawn live (rows generated and tokens, nodes executed and
+    their statuses, then the step's phases, with ETAs); in a log it prints plain lines.
+    """
+    from train.distributed import launched_world, under_torchrun
+    from train.launch import launch
     from train.learn.gates import parse_steps
+    from train.progress import make_monitor
     from train.run import RunOptions, parse_sets, run
     from warehouse.config import resolve_db_url
 
@@ -63,14 +72,15 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       export_root=export_root, spool_root=spool_root, learn=learn, checkpoint_root=checkpoint_dir,
                       checkpoint_every=checkpoint_every, health_gate=health_gate,
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
-                      exec_workers=exec_workers, run_id=run_id)
+                      exec_workers=exec_workers, run_id=run_id, quiet=quiet)
     rank = launched_world()[0]
     if rank == 0:
         _check_warehouse(opts.db_url)
     if nproc > 1 and not under_torchrun():
         report = launch(nproc, opts)  # the ranks print the rounds themselves
     else:
-        report = run(opts, log=click.echo)
+        monitor = make_monitor(quiet) if rank == 0 else None
+        report = run(opts, log=monitor.log if monitor else click.echo, monitor=monitor)
     if rank == 0:
         click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
                    f"See: warehouse --db {db} metrics --run {report.run_id}")

@@ -7,7 +7,7 @@ a crash mid-round leaves no partial round. The write connection is opened only t
 other processes can read the warehouse while training runs.
 
 If another process holds the warehouse file's lock, `warehouse.db.connect` retries with
-backoff for `lock_wait_s` (on DuckLake, where there is no lock, `run_transaction` redoes a
+backoff for `lock_wait_s` (on DuckLake, where there is no lock, `transaction` redoes a
 commit that lost to another writer's for as long); past that the round is spooled to disk in the data-root layout (seeds 000/
 002) and a one-line notice says how to ingest it: a round is never lost.
 
@@ -102,7 +102,7 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
     only for this. Each step is its own source, so a round spooled in between never duplicates
     or drops another round's timing row."""
     from ingest.records import load_steps, load_task_round, upsert_run
-    from warehouse.db import connect, run_transaction
+    from warehouse.db import connect, transaction
 
     def work():
         upsert_run(con, run.row(f"train://{run.run_id}"))
@@ -114,7 +114,7 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
 
     # on DuckLake no lock is waited for: a commit that loses to another writer's is redone
     with connect(db_url, wait_s=lock_wait_s) as con:
-        run_transaction(con, work, wait_s=lock_wait_s)
+        transaction(con, work, wait_s=lock_wait_s)
 
 
 def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict]) -> Path:

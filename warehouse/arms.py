@@ -95,6 +95,9 @@ QUESTIONS: tuple[dict, ...] = (
      "data_root": "t2ance/mat-09-multitask-humanrank", "notes": "seed 000"},
     {"question_id": Q02, "title": "9B capability ceiling",
      "data_root": "t2ance/mat-02-9b-capability-ceiling", "notes": "seed 002"},
+    {"question_id": "04-reward-model-rewardbench",
+     "title": "Preference reward modeling: Bradley-Terry reward model scored by RewardBench",
+     "data_root": None, "notes": "seed 004; reward-model runs (runs.kind = 'reward_model')"},
 )
 
 _BY_NAME = {arm.name: arm for arm in ARMS}

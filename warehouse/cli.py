@@ -176,6 +176,7 @@ def _register_subcommands() -> None:
 _PLUGINS: list[tuple[str, str]] = [
     ("warehouse.metrics_cli", "metrics"), ("warehouse.metrics_cli", "report"), ("warehouse.metrics_cli", "export"),
     ("warehouse.quality.cli", "check"),
+    ("warehouse.serve.cli", "serve"),
     ("ingest.cli", "ingest"), ("ingest.cli", "sample"), ("ingest.cli", "demo"),
 ]
 

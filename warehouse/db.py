@@ -10,7 +10,7 @@ Two ways in, both short-lived so the DuckDB file lock is held only while working
 A DuckLake URL (`ducklake:sqlite:PATH`, `ducklake:postgres:CONNINFO`) gives the same two: an
 in-memory DuckDB with the lake attached as the default database `wh`, so every query, view
 and migration reads as on the file. DuckLake takes no lock: writers commit optimistically,
-and `run_transaction` repeats a transaction that lost the race to another writer's commit.
+and `transaction` repeats a transaction that lost the race to another writer's commit.
 """
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: b
         return
     con.execute(f"USE {alias}")
     # DuckLake's own retry would commit a transaction on top of a snapshot it never read
-    # (two writers would both take max(source_id) + 1); run_transaction redoes it instead.
+    # (two writers would both take max(source_id) + 1); transaction() redoes it instead.
     con.execute("SET ducklake_max_retry_count = 0")
 
 
@@ -201,8 +201,8 @@ def is_write_conflict(exc: BaseException) -> bool:
                                    "conflict", "could not serialize", "duplicate key"))
 
 
-def run_transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
-                    before_retry: Callable | None = None):
+def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
+                before_retry: Callable | None = None):
     """BEGIN, `work()`, COMMIT; returns what `work` returned.
 
     On DuckLake a transaction whose commit lost to another writer is rolled back and redone

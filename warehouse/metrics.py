@@ -16,6 +16,15 @@ VIEW_KEYS: dict[str, tuple[str, ...]] = {
     "run_status_counts": ("run_id", "status"),
     "decision_rule": ("run_id", "task", "k"),
     "invariant_violations": ("check_no", "run_id", "round", "task", "node_id"),
+    # reward-model runs (seed 004; docs/reward_model.md)
+    "rm_best_final": ("run_id",),
+    "rm_proxy_vs_final": ("run_id", "job", "progress"),
+    "rm_exploration_vs_formal": ("run_id", "exploration_evaluation_id", "formal_evaluation_id"),
+    "rm_scores_by_progress": ("run_id", "job", "split", "progress"),
+    "rm_section_deltas": ("run_id", "section", "from_evaluation_id", "to_evaluation_id"),
+    "rm_budget_use": ("run_id", "phase"),
+    "rm_job_summary": ("run_id", "job"),
+    "rm_violations": ("check_no", "run_id", "job", "item"),
 }
 DEFAULT_VIEW = "task_round_metrics"
 

@@ -17,21 +17,36 @@ from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at imp
               show_default=True,
               help="Which metric view: task_round_metrics (per run, round, task), round_metrics "
                    "(per run round, with its step's timing), run_metrics, run_status_counts, "
-                   "decision_rule, invariant_violations.")
+                   "decision_rule, invariant_violations; for reward-model runs the rm_* views "
+                   "(docs/reward_model.md).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True, help="Output format.")
+              show_default=True, help="Output format. csv and json keep every column.")
+@click.option("--columns", metavar="A,B,...",
+              help="Only these columns, in this order (any format).")
+@click.option("--all", "all_columns", is_flag=True,
+              help="Every column of the view in the table (the default table shows key columns).")
 @click.pass_obj
-def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str) -> None:
+def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str,
+            columns: str | None, all_columns: bool) -> None:
     """Print a report metric view (METRICS.md), optionally for one run and/or task.
 
     The default view is task_round_metrics, one row per (run, round, task); --task
-    applies to the views with a task column.
+    applies to the views with a task column. The table shows each view's key columns, one
+    table per run, sized to the terminal ($COLUMNS); a single run's run_metrics reads as a
+    key/value list. --columns picks columns, --all shows every one.
     """
     from warehouse.metrics import metrics as read_metrics
     from warehouse.query import render
+    from warehouse.terminal import metrics_table, select_columns
 
+    if columns and all_columns:
+        raise click.UsageError("--columns and --all exclude each other.")
+    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     result = read_metrics(obj["db_url"], view=view, run=run_id, task=task)
-    click.echo(render(result, fmt), nl=False)
+    if fmt == "table":
+        click.echo(metrics_table(view, result, picked, all_columns), nl=False)
+    else:
+        click.echo(render(select_columns(result, picked) if picked else result, fmt), nl=False)
 
 
 @click.command()
@@ -40,7 +55,11 @@ def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str
               help="Directory for index.html and its PNGs (created if missing).")
 @click.pass_obj
 def report(obj: dict, run_id: str, out_dir: str) -> None:
-    """Write an HTML report with PNG dashboards per task for RUN."""
+    """Write an HTML report with PNG dashboards per task for RUN.
+
+    For a reward-model run (seed 004): the score-by-progress plot (proxy and final, error
+    bars, the reference as a line), the section table, budget use and training jobs.
+    """
     from warehouse.report import write_report
 
     index = write_report(obj["db_url"], run_id, out_dir)

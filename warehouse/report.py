@@ -20,6 +20,10 @@ TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_re
                 "resp_clip_rate", "clipped_at_cap", "complete")
 
 
+class RunNotFoundError(TerminalError):
+    """The run id names no run of the warehouse."""
+
+
 @dataclass
 class RunData:
     run_id: str
@@ -29,17 +33,36 @@ class RunData:
     nodes: list[dict]            # round, task, status, reward, n_response_tokens
     response_cap: int | None
     tasks: list[str] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)  # step_metrics rows (trainer runs), by step
 
 
 def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
-    """Write `out_dir/index.html` and its PNGs for run `run_id`; returns the index path."""
+    """Write `out_dir/index.html` and its PNGs for run `run_id`; returns the index path.
+
+    A reward-model run (seed 004) gets its own page: `warehouse.rm_report`.
+    """
+    if _reward_model_run(url, run_id):
+        from warehouse.rm_report import write_rm_report
+
+        return write_rm_report(url, run_id, out_dir)
     data = load_run(url, run_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     images = {task: _task_dashboard(data, task, out) for task in data.tasks}
+    training = _training_dashboard(data, out) if data.steps else None
     index = out / "index.html"
-    index.write_text(_page(data, images), encoding="utf-8")
+    index.write_text(_page(data, images, training), encoding="utf-8")
     return index
+
+
+def _reward_model_run(url: str, run_id: str) -> bool:
+    from warehouse.db import connect
+    from warehouse.migrate import require_head
+    from warehouse.rm_report import is_reward_model_run
+
+    with connect(url, read_only=True) as con:
+        require_head(con, url)
+        return is_reward_model_run(con, run_id)
 
 
 def load_run(url: str, run_id: str) -> RunData:
@@ -49,24 +72,32 @@ def load_run(url: str, run_id: str) -> RunData:
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
-        run = _rows(con, 'SELECT * FROM "run_metrics" WHERE "run_id" = ?', run_id)
-        if not run:
-            raise TerminalError(
-                f"no run {run_id!r} in the warehouse. List runs with "
-                "'warehouse metrics --view run_metrics'."
-            )
-        task_rounds = _rows(con, 'SELECT * FROM "task_round_metrics" WHERE "run_id" = ? '
-                                 'ORDER BY "task", "round"', run_id)
-        rounds = _rows(con, 'SELECT * FROM "round_metrics" WHERE "run_id" = ? ORDER BY "round"',
-                       run_id)
-        nodes = _rows(con, 'SELECT "round", "task", "status", "reward", "n_response_tokens" '
-                           'FROM "nodes" WHERE "run_id" = ? ORDER BY "round", "task"', run_id)
+        return read_run(con, run_id)
+
+
+def read_run(con, run_id: str) -> RunData:
+    """`load_run` on an open connection (the dashboard opens its own, with a short lock wait)."""
+    run = rows(con, 'SELECT * FROM "run_metrics" WHERE "run_id" = ?', run_id)
+    if not run:
+        raise RunNotFoundError(
+            f"no run {run_id!r} in the warehouse. List runs with "
+            "'warehouse metrics --view run_metrics'."
+        )
+    task_rounds = rows(con, 'SELECT * FROM "task_round_metrics" WHERE "run_id" = ? '
+                             'ORDER BY "task", "round"', run_id)
+    rounds = rows(con, 'SELECT * FROM "round_metrics" WHERE "run_id" = ? ORDER BY "round"',
+                   run_id)
+    nodes = rows(con, 'SELECT "round", "task", "status", "reward", "n_response_tokens" '
+                       'FROM "nodes" WHERE "run_id" = ? ORDER BY "round", "task"', run_id)
+    steps = rows(con, 'SELECT "step", "kl", "entropy", "lr", "loss", "clip_frac", '
+                       'TRY_CAST(json_extract("extra", \'$.kl_coef\') AS DOUBLE) AS "kl_coef" '
+                       'FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
     cap = next((r["response_cap"] for r in task_rounds if r["response_cap"] is not None), None)
     tasks = sorted({r["task"] for r in task_rounds})
-    return RunData(run_id, run[0], task_rounds, rounds, nodes, cap, tasks)
+    return RunData(run_id, run[0], task_rounds, rounds, nodes, cap, tasks, steps)
 
 
-def _rows(con, sql: str, *params) -> list[dict]:
+def rows(con, sql: str, *params) -> list[dict]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
@@ -182,9 +213,54 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)
 
 
+# --- the training steps (trainer runs) -----------------------------------------------------
+
+def _training_dashboard(data: RunData, out: Path) -> str:
+    """KL (and the coefficient in force), entropy, learning rate and valid rate per step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s["step"] for s in data.steps]
+    valid = _round_valid_rates(data)
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    axes[0].plot(steps, [_nan(s["kl"]) for s in data.steps], marker="o", label="KL (k3, token mean)")
+    if any(s["kl_coef"] is not None for s in data.steps):
+        twin = axes[0].twinx()
+        twin.plot(steps, [_nan(s["kl_coef"]) for s in data.steps], color="tab:gray", linestyle="--",
+                  marker=".", label="kl_coef")
+        twin.set_ylabel("kl_coef")
+        twin.legend(fontsize=8, loc="upper right")
+    axes[0].legend(fontsize=8, loc="upper left")
+    _labels(axes[0], "KL to the reference", "step", "KL", steps)
+    axes[1].plot(steps, [_nan(s["entropy"]) for s in data.steps], marker="o", color="tab:purple")
+    _labels(axes[1], "entropy", "step", "nats per token", steps)
+    axes[2].plot(steps, [_nan(s["lr"]) for s in data.steps], marker="o", color="tab:orange")
+    _labels(axes[2], "learning rate", "step", "lr", steps)
+    axes[3].plot(steps, [_nan(valid.get(s)) for s in steps], marker="o", color="tab:green")
+    axes[3].set_ylim(-0.05, 1.05)
+    _labels(axes[3], "valid rate of the step's round", "step (= round)", "valid nodes / nodes", steps)
+    fig.suptitle(f"{data.run_id} / training steps")
+    fig.tight_layout()
+    name = "training_steps.png"
+    fig.savefig(out / name, dpi=80)
+    plt.close(fig)
+    return name
+
+
+def _round_valid_rates(data: RunData) -> dict:
+    """round -> valid nodes / nodes over every task (task_round_metrics' valid / nodes, summed)."""
+    sums: dict = {}
+    for r in data.task_rounds:
+        valid, nodes = sums.get(r["round"], (0, 0))
+        sums[r["round"]] = (valid + (r["valid"] or 0), nodes + (r["nodes"] or 0))
+    return {k: v / n if n else None for k, (v, n) in sums.items()}
+
+
 # --- the page ------------------------------------------------------------------------------
 
-def _page(data: RunData, images: dict[str, str]) -> str:
+def _page(data: RunData, images: dict[str, str], training: str | None = None) -> str:
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -196,6 +272,10 @@ def _page(data: RunData, images: dict[str, str]) -> str:
         "<h2>Run metrics</h2>",
         _table(list(data.run), [data.run]),
     ]
+    if training:
+        parts += ["<h2 id='training'>Training steps</h2>",
+                  f"<img src='{esc(training)}' alt='KL, entropy, learning rate and valid rate per step'>",
+                  _table(["step", "loss", "kl", "kl_coef", "entropy", "lr", "clip_frac"], data.steps)]
     for task in data.tasks:
         rows = [r for r in data.task_rounds if r["task"] == task]
         parts += [f"<h2 id='{esc(_safe(task))}'>{esc(task)}</h2>",

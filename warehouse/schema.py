@@ -311,5 +311,168 @@ wandb_history = sa.Table(
     sa.Column("row", sa.JSON, nullable=False, comment="the whole history row"),
 )
 
+
+# --- reward-model runs (seed 004; docs/reward_model.md) ------------------------------------
+# One `runs` row (kind 'reward_model') per run; these tables hold what the run's files (or
+# the `train rm` writer, through ingest/rm_records.py) say. Like the tables above, every row
+# carries the `source_id` of the file (or trainer write) it came from, so a changed file
+# replaces exactly its rows.
+
+rm_runs = sa.Table(
+    "rm_runs",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("task", Text, comment="e.g. ultrafeedback_bt_rm_rewardbench"),
+    sa.Column("agent", Text),
+    sa.Column("base_model", Text),
+    sa.Column("train_pairs", sa.Integer, comment="preference pairs the run may train on"),
+    sa.Column("proxy_evaluator", Text),
+    sa.Column("final_evaluator", Text),
+    sa.Column("reference_id", Text, comment="-> rm_references: the same-protocol reference"),
+    sa.Column("source_id", sa.Integer),
+    sa.Column("extra", sa.JSON, comment="manifest keys not listed above"),
+)
+
+rm_references = sa.Table(
+    "rm_references",
+    metadata,
+    sa.Column("reference_id", Text, primary_key=True),
+    sa.Column("task", Text),
+    sa.Column("evaluator", Text, nullable=False),
+    sa.Column("split", Text, comment="proxy | full"),
+    sa.Column("n", sa.Integer),
+    sa.Column("score", Double, nullable=False),
+    sa.Column("direction", Text, comment="maximize | minimize"),
+    sa.Column("protocol", Text, comment="how the reference was produced"),
+    sa.Column("train_s", Double, comment="the reference run's training seconds"),
+    sa.Column("score_s", Double, comment="the reference run's scoring seconds"),
+    sa.Column("peak_mem_mib", Double, comment="the reference run's peak training memory"),
+    sa.Column("source_id", sa.Integer),
+    sa.Column("notes", Text),
+)
+
+rm_budgets = sa.Table(
+    "rm_budgets",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("phase", Text, primary_key=True, comment="exploration | formal"),
+    sa.Column("wall_clock_s", Double, comment="the budget the harness injected"),
+    sa.Column("reserve_s", Double, comment="held back from wall_clock_s for scoring/publishing"),
+    sa.Column("train_s", Double, comment="seconds spent training"),
+    sa.Column("elapsed_s", Double, comment="seconds the whole phase ran"),
+    sa.Column("stop_reason", Text, comment="e.g. wall_clock_budget_exhausted, completed, submitted"),
+    sa.Column("steps", sa.Integer, comment="optimizer steps completed (cumulative progress)"),
+    sa.Column("members", sa.Integer, comment="soup members completed"),
+    sa.Column("steps_per_member", sa.Integer),
+    sa.Column("snapshots_published", sa.Integer),
+    sa.Column("snapshots_retained", sa.Integer),
+    sa.Column("source_id", sa.Integer),
+    sa.Column("extra", sa.JSON),
+)
+
+rm_jobs = sa.Table(
+    "rm_jobs",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", Text, nullable=False),
+    sa.Column("job", Text, nullable=False, comment="unique within the run, e.g. U-03/len256, formal"),
+    sa.Column("phase", Text, nullable=False, comment="exploration | formal"),
+    sa.Column("unit", Text, comment="U-01, U-02, ... (NULL for the formal replay)"),
+    sa.Column("title", Text),
+    sa.Column("pairs", sa.Integer),
+    sa.Column("steps_planned", sa.Integer),
+    sa.Column("steps_done", sa.Integer),
+    sa.Column("micro_batch", sa.Integer),
+    sa.Column("grad_accum", sa.Integer),
+    sa.Column("learning_rate", Double),
+    sa.Column("seed", sa.Integer),
+    sa.Column("members", sa.Integer, comment="soup members this job averaged"),
+    sa.Column("seconds", Double, comment="training seconds"),
+    sa.Column("peak_mem_gb", Double, comment="peak GPU memory, GB as the run reports it"),
+    sa.Column("status", Text, comment="completed | killed | oom | failed"),
+    sa.Column("submitted", sa.Boolean, comment="the exploration evidence the submission rests on"),
+    sa.Column("notes", Text),
+    sa.Column("extra", sa.JSON),
+    sa.Index("ix_rm_jobs_run_job", "run_id", "job"),
+)
+
+rm_steps = sa.Table(
+    "rm_steps",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", Text, nullable=False),
+    sa.Column("job", Text, nullable=False),
+    sa.Column("step", sa.Integer, nullable=False, comment="cumulative optimizer step (progress)"),
+    sa.Column("member", sa.Integer, comment="soup member index m (seed 42+m); 0 without a soup"),
+    sa.Column("loss", Double, comment="Bradley-Terry -log sigmoid(r_chosen - r_rejected)"),
+    sa.Column("accuracy", Double, comment="share of pairs with r_chosen > r_rejected"),
+    sa.Column("lr", Double),
+    sa.Column("grad_norm", Double),
+    sa.Column("seconds", Double, comment="wall seconds of the step"),
+    sa.Column("peak_mem_gib", Double),
+    sa.Column("extra", sa.JSON),
+    sa.Index("ix_rm_steps_run_job_step", "run_id", "job", "step"),
+)
+
+rm_artifacts = sa.Table(
+    "rm_artifacts",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("run_id", Text, nullable=False),
+    sa.Column("job", Text, nullable=False),
+    sa.Column("progress", sa.Integer, nullable=False, comment="optimizer steps behind the artifact"),
+    sa.Column("path", Text),
+    sa.Column("parameters", BigInt),
+    sa.Column("dtype", Text),
+    sa.Column("format", Text, comment="full | lora_delta"),
+    sa.Column("loadable", sa.Boolean),
+    sa.Column("retained", sa.Boolean, comment="kept (at most three per run are accepted)"),
+    sa.Column("members", sa.Integer, comment="soup members averaged into it"),
+    sa.Column("extra", sa.JSON),
+    sa.Index("ix_rm_artifacts_run_job", "run_id", "job", "progress"),
+)
+
+rm_evaluations = sa.Table(
+    "rm_evaluations",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("evaluation_id", Text, primary_key=True, comment="the summary's file stem"),
+    sa.Column("job", Text),
+    sa.Column("phase", Text, nullable=False, comment="exploration | formal"),
+    sa.Column("unit", Text),
+    sa.Column("progress", sa.Integer, comment="the evaluated artifact's progress"),
+    sa.Column("evaluator", Text, nullable=False),
+    sa.Column("split", Text, nullable=False, comment="proxy | full | proxy_rows (diagnostic)"),
+    sa.Column("direction", Text, comment="maximize | minimize"),
+    sa.Column("n", sa.Integer),
+    sa.Column("score", Double),
+    sa.Column("se", Double, comment="descriptive weighted-binomial standard error"),
+    sa.Column("official", sa.Boolean, nullable=False, comment="a receipt matches the summary"),
+    sa.Column("receipt_status", Text, nullable=False, comment="match | missing | mismatch"),
+    sa.Column("summary_path", Text),
+    sa.Column("summary_sha256", Text),
+    sa.Column("summary_size", BigInt),
+    sa.Column("receipt_path", Text),
+    sa.Column("receipt_sha256", Text, comment="as the receipt states it"),
+    sa.Column("receipt_size", BigInt, comment="as the receipt states it"),
+    sa.Column("seconds", Double, comment="scoring seconds"),
+    sa.Column("source_id", sa.Integer),
+    sa.Column("extra", sa.JSON),
+)
+
+rm_eval_sections = sa.Table(
+    "rm_eval_sections",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("evaluation_id", Text, primary_key=True),
+    sa.Column("section", Text, primary_key=True, comment="Chat | Chat Hard | Safety | Reasoning"),
+    sa.Column("score", Double),
+    sa.Column("n", sa.Integer),
+    sa.Column("source_id", sa.Integer),
+)
+
 #: Table names in dependency-free creation order (also the order `tables` lists them).
 TABLE_NAMES = [t.name for t in metadata.sorted_tables]

@@ -25,7 +25,7 @@ class Copied:
 def migrate_to(source_url: str, target_url: str) -> list[Copied]:
     """Copy every table of `source_url` into `target_url` (which must hold no run data)."""
     from warehouse.config import display_name
-    from warehouse.db import attach_source, connect, run_transaction
+    from warehouse.db import attach_source, connect, transaction
     from warehouse.migrate import init_db, require_head
 
     if source_url == target_url:
@@ -37,7 +37,7 @@ def migrate_to(source_url: str, target_url: str) -> list[Copied]:
         attach_source(con, source_url, SOURCE_ALIAS)
         tables = _tables(con)
         _refuse_data(con, tables, display_name(target_url))
-        return run_transaction(con, lambda: [_copy(con, table) for table in tables])
+        return transaction(con, lambda: [_copy(con, table) for table in tables])
 
 
 def _tables(con) -> list[str]:

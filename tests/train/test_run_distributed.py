@@ -130,7 +130,7 @@ def test_nproc_below_one_is_a_usage_error(db_url, model_dir, tmp_path):
 
 def test_a_rank_that_fails_on_a_bug_prints_its_traceback(monkeypatch, capfd):
     # torch's launcher logs are quieted: without this, a rank other than 0 failed in silence
-    from train import distributed
+    from train import launch
 
     def boom(opts, log):
         raise RuntimeError("No backend type associated with device type cpu")
@@ -140,7 +140,7 @@ def test_a_rank_that_fails_on_a_bug_prints_its_traceback(monkeypatch, capfd):
     for name in ("stdout", "stderr"):  # _rank_main rebinds them; put pytest's back afterwards
         monkeypatch.setattr(sys, name, getattr(sys, name))
     with pytest.raises(RuntimeError):
-        distributed._rank_main(object())
+        launch._rank_main(object())
     err = capfd.readouterr().err
     assert err.startswith("Rank 1 failed:\nTraceback (most recent call last):")
     assert "RuntimeError: No backend type associated with device type cpu" in err

@@ -123,7 +123,7 @@ def test_a_commit_that_loses_the_race_is_redone_on_the_new_snapshot(tmp_path):
     """Two writers take max(source_id) + 1 in their snapshots; the one whose commit loses is
     redone from the start, so the ids stay unique (DuckLake's own retry would commit both)."""
     from ingest.sources import lookup_source_id, open_source
-    from warehouse.db import connect, run_transaction
+    from warehouse.db import connect, transaction
     from warehouse.migrate import init_db
 
     url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'catalog.sqlite'}")
@@ -137,9 +137,9 @@ def test_a_commit_that_loses_the_race_is_redone_on_the_new_snapshot(tmp_path):
                 def other():
                     sid, _ = lookup_source_id(b, "train://b")
                     open_source(b, source_id=sid, existed=False, path="train://b", kind="train_round")
-                run_transaction(b, other)
+                transaction(b, other)
 
-        run_transaction(a, work)
+        transaction(a, work)
         rows = a.execute("SELECT path, source_id FROM sources ORDER BY path").fetchall()
     assert attempts == [1, 2]
     assert rows == [("train://a", 2), ("train://b", 1)]

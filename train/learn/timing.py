@@ -20,21 +20,27 @@ def _sync() -> None:
 class PhaseTimer:
     """`with timer.phase("ref"): ...`; repeated phases add up. GPU work is synchronized."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch=None) -> None:
         self.seconds: dict[str, float] = {}
         self._start = time.perf_counter()
+        self.watch = watch  # train.progress.LiveProgress (phase_started / phase_finished) or None
 
     @contextlib.contextmanager
     def phase(self, name: str):
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}; phases are {', '.join(PHASES)}")
         _sync()
+        if self.watch is not None:
+            self.watch.phase_started(name)
         t0 = time.perf_counter()
         try:
             yield
         finally:
             _sync()
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            took = time.perf_counter() - t0
+            self.seconds[name] = self.seconds.get(name, 0.0) + took
+            if self.watch is not None:
+                self.watch.phase_finished(name, took)
 
     def row(self, step: int) -> dict:
         """The step as a timing.jsonl row: {"step", "total_s", "phases_s"}."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from train.policy.threads import quiet_cpu_threads
 from warehouse.errors import TerminalError
 
 class PolicyLoadError(TerminalError):
@@ -65,17 +66,6 @@ def load_policy(spec: str, device: str | None = None, lora: tuple[int, int] | No
         model = wrap_lora(model, *lora)
     model.eval()
     return Policy(model=model, tokenizer=tokenizer, path=path, name=spec, device=dev)
-
-
-def quiet_cpu_threads() -> None:
-    """One torch thread when the machine is already busy: oversubscribed BLAS threads spin,
-    and a small model's step gets many times slower than on one core (measured 6x-30x here)."""
-    import os
-
-    import torch
-
-    if os.getloadavg()[0] >= (os.cpu_count() or 1) - 0.5:
-        torch.set_num_threads(1)
 
 
 def _load_model(path: Path, device):

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from train.env.tasks import BUNDLED_ROOT
+from train.policy.threads import quiet_cpu_threads
 
 TINY_DIR_ENV = "TRAIN_TINY_POLICY_DIR"
 MARKER = "tiny_policy.json"
@@ -138,8 +139,6 @@ def _pretrain(model, sequences, pad_id: int, recipe: TinyRecipe, log) -> dict:
     import torch
 
     rng = random.Random(recipe.seed)
-    from train.policy.loader import quiet_cpu_threads
-
     quiet_cpu_threads()
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, betas=(0.9, 0.95))
     model.train()

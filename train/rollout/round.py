@@ -44,6 +44,7 @@ class RoundContext:
     executor: object = None
     limits: object = None
     progress: object = None  # callable(str) or None
+    monitor: object = None  # train.progress.LiveProgress or None (the live display's events)
 
 
 def run_round(round_no: int, trees: dict[str, TaskTree], ctx: RoundContext) -> RoundResult:
@@ -75,6 +76,9 @@ def _generate(expansions, ctx: RoundContext, round_no: int, index: int):
     start = time.monotonic()
     batches = ctx.backend.generate(requests, sampling)
     seconds = time.monotonic() - start
+    if ctx.monitor is not None:
+        ctx.monitor.expansion_generated(sum(map(len, batches)),
+                                        sum(len(c.response_token_ids) for b in batches for c in b))
     _say(ctx, f"  round {round_no} expansion {index}: generated {sum(map(len, batches))} nodes in {seconds:.1f} s")
     return batches, seconds
 
@@ -100,6 +104,8 @@ def _execute(expansion, completions, ctx: RoundContext) -> tuple[list[dict], flo
     records = node_records(expansion, completions, env_records)
     took = time.monotonic() - start
     valid = sum(r["status"] == "ok" for r in records)
+    if ctx.monitor is not None:
+        ctx.monitor.expansion_executed(len(runnable), [r["status"] for r in records])
     _say(ctx, f"  {expansion.task}: {expansion.mode} x{len(records)}, executed {len(runnable)}, "
               f"valid {valid}, best reward {max((r['reward'] for r in records), default=float('nan')):.3f}")
     return records, took

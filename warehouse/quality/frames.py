@@ -6,7 +6,7 @@ prompts) is never read, so the gate's cost scales with the node count, not the b
 """
 from __future__ import annotations
 
-from warehouse.quality.invariants import CROSS_ROW_CHECKS
+from warehouse.quality.invariants import CROSS_ROW_CHECKS, RM_CROSS_ROW_CHECKS
 
 #: Columns every frame carries to name an offending row (the report's examples).
 KEY_COLUMNS = ["run_id", "round", "task", "node_id"]
@@ -80,4 +80,62 @@ def _frame(con, sql: str, params: list):
         cursor.close()
 
 
-FRAMES = {"nodes": nodes_frame, "violations": violations_frame}
+# Reward-model frames name an offending row with the same key columns: round is NULL,
+# task is the job (or the evaluation, for a section) and node_id the evaluation id (or
+# the section). The receipt match and the binomial SE are computed as sql/rm_violations.sql
+# computes them.
+_RM_EVALUATIONS_SQL = """
+SELECT
+    e."run_id", CAST(NULL AS INTEGER) AS "round", e."job" AS "task",
+    e."evaluation_id" AS "node_id",
+    e."phase", e."split", e."score", e."n", e."se", e."official",
+    coalesce(e."receipt_sha256" = e."summary_sha256"
+             AND e."receipt_size" = e."summary_size", false) AS "receipt_matches",
+    e."phase" = 'formal' AND e."split" = 'full' AS "is_final",
+    -- SE / binomial SE; at a score of 0 or 100 the binomial SE is 0, so only an SE of 0
+    -- is consistent there (ratio 1), any other is off the scale (1e9)
+    CASE WHEN e."score" BETWEEN 0 AND 100 AND e."n" > 0 THEN
+        CASE WHEN e."score" IN (0, 100) THEN CASE WHEN e."se" <= 1e-9 THEN 1.0 ELSE 1e9 END
+             ELSE e."se" / (100 * sqrt((e."score" / 100) * (1 - e."score" / 100) / e."n"))
+        END
+    END AS "se_ratio"
+FROM "rm_evaluations" AS e
+WHERE ? IS NULL OR e."run_id" = ?
+ORDER BY e."run_id", e."evaluation_id"
+"""
+
+_RM_SECTIONS_SQL = """
+SELECT s."run_id", CAST(NULL AS INTEGER) AS "round", s."evaluation_id" AS "task",
+       s."section" AS "node_id", s."score"
+FROM "rm_eval_sections" AS s
+WHERE ? IS NULL OR s."run_id" = ?
+ORDER BY s."run_id", s."evaluation_id", s."section"
+"""
+
+_RM_VIOLATIONS_SQL = """
+SELECT "check_no", "run_id", CAST(NULL AS INTEGER) AS "round", "job" AS "task",
+       "item" AS "node_id", "detail"
+FROM "rm_violations"
+WHERE list_contains(?, "check_no") AND (? IS NULL OR "run_id" = ?)
+ORDER BY "check_no", "run_id", "job", "item", "detail"
+"""
+
+
+def rm_evaluations_frame(con, run: str | None = None):
+    """One row per reward-model evaluation, with its receipt match and SE ratio."""
+    return _frame(con, _RM_EVALUATIONS_SQL, [run, run])
+
+
+def rm_sections_frame(con, run: str | None = None):
+    """One row per section score of a reward-model evaluation."""
+    return _frame(con, _RM_SECTIONS_SQL, [run, run])
+
+
+def rm_violations_frame(con, run: str | None = None, checks=RM_CROSS_ROW_CHECKS):
+    """The rows of `rm_violations` for the cross-row reward-model checks."""
+    return _frame(con, _RM_VIOLATIONS_SQL, [list(checks), run, run])
+
+
+FRAMES = {"nodes": nodes_frame, "violations": violations_frame,
+          "rm_evaluations": rm_evaluations_frame, "rm_sections": rm_sections_frame,
+          "rm_violations": rm_violations_frame}

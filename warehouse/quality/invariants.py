@@ -1,4 +1,4 @@
-"""METRICS.md's nine invariant checks, numbered as there.
+"""METRICS.md's nine invariant checks, numbered as there, and the reward-model checks 10-15.
 
 The numbers are the `check_no` of the `invariant_violations` view and the `check_no` in
 each expectation's `meta`, so a failed expectation, a view row and the spec line agree.
@@ -17,6 +17,15 @@ INVARIANTS: dict[int, str] = {
     7: "timing: phase_sum_gap <= max(1 s, 1% of total_s); steps strictly increasing",
     8: "every parent_id names a node of the same run lineage",
     9: "node ids unique within a run",
+    # Reward-model runs (seed 004; docs/reward_model.md), in the `rm_violations` view.
+    10: "reward-model scores (evaluations and sections) in [0, 100]",
+    11: "reward-model evaluations: n > 0 and the standard error consistent with n "
+        "(0.5x-2x the binomial 100*sqrt(p(1-p)/n))",
+    12: "reward-model evaluations official exactly when a receipt matches the summary; "
+        "every final (formal, full-split) score official",
+    13: "at most three retained artifacts per reward-model run",
+    14: "reward-model progress strictly increasing within a job (artifacts, steps)",
+    15: "reward-model proxy rows a subset of the full split (proxy n <= full n)",
 }
 
 STATUSES = ("ok", "crashed", "timeout", "no_code", "no_submission", "invalid_submission")
@@ -28,3 +37,6 @@ IDLE_EXC_TYPES = ("CpuIdleError", "GpuIdleError")
 #: Checks whose offending rows are computed by the `invariant_violations` view (cross-row);
 #: the others are evaluated row by row by native expectations on the nodes frame.
 CROSS_ROW_CHECKS = (3, 7, 8)
+#: Reward-model checks read from the `rm_violations` view; 10-12 are also native expectations.
+RM_CROSS_ROW_CHECKS = (13, 14, 15)
+SE_RATIO_BOUNDS = (0.5, 2.0)  # check 11: SE / binomial SE (kept equal to sql/rm_violations.sql)

@@ -48,7 +48,10 @@ def _verdict(report: CheckReport) -> str:
     if report.success:
         return f"PASSED: all {len(report.outcomes)} expectations hold.{docs}\n"
     failed = report.failed
-    checks = ", ".join(str(n) for n in sorted({o.check_no for o in failed}))
+    numbers = sorted({o.check_no for o in failed})
+    checks = ", ".join(str(n) for n in numbers)
+    views = [view for view, wanted in (("invariant_violations", any(n < 10 for n in numbers)),
+                                       ("rm_violations", any(n >= 10 for n in numbers))) if wanted]
+    where = " and ".join(f'warehouse sql "SELECT * FROM {v}"' for v in views)
     return (f"FAILED: {len(failed)} of {len(report.outcomes)} expectations (invariants {checks}). "
-            "Every offending row: warehouse sql \"SELECT * FROM invariant_violations\"."
-            f"{docs}\n")
+            f"Every offending row: {where}.{docs}\n")

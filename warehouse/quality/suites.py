@@ -3,6 +3,8 @@
 * `nodes` (node records): invariants 1, 2, 4, 5, 6 and 9 as native row-level expectations.
 * `summaries` (round summaries): invariant 3.  * `timing` (timing rows): invariant 7.
 * `lineage` (parents across runs): invariant 8.
+* `rm_evaluations`, `rm_sections`, `rm_artifacts`, `rm_splits`: the reward-model checks
+  10-15 (docs/reward_model.md); 13-15 are cross-row, read from the `rm_violations` view.
 
 The last three are cross-row (a recount, a walk of runs.resumed_from_run, file order), so
 DuckDB computes their offending rows in the `invariant_violations` view and the suite
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from warehouse.quality.invariants import (
-    IDLE_EXC_TYPES, IDLE_REWARD, INVARIANTS, MODES, SENTINEL_REWARDS, STATUSES,
+    IDLE_EXC_TYPES, IDLE_REWARD, INVARIANTS, MODES, SE_RATIO_BOUNDS, SENTINEL_REWARDS, STATUSES,
 )
 
 
@@ -125,15 +127,52 @@ def _nodes() -> list:
             unique_ids]
 
 
-def _no_violations(check_no: int, what: str) -> Callable[[], list]:
+def _no_violations(check_no: int, what: str, view: str = "invariant_violations"
+                   ) -> Callable[[], list]:
     def build() -> list:
         import great_expectations.expectations as gxe
 
         return [gxe.ExpectColumnValuesToNotBeInSet(
             column="check_no", value_set=[check_no],
-            **_meta(check_no, f"{what} (no check {check_no} row in invariant_violations)"))]
+            **_meta(check_no, f"{what} (no check {check_no} row in {view})"))]
 
     return build
+
+
+def _rm_evaluations() -> list:
+    """Checks 10-12 on each reward-model evaluation (docs/reward_model.md)."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
+
+    low, high = SE_RATIO_BOUNDS
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(column="score",
+                                          **_meta(10, "every evaluation has a score")),
+        gxe.ExpectColumnValuesToBeBetween(column="score", min_value=0, max_value=100,
+                                          **_meta(10, "an evaluation's score is in [0, 100]")),
+        gxe.ExpectColumnValuesToNotBeNull(column="n", **_meta(11, "every evaluation states n")),
+        gxe.ExpectColumnValuesToBeBetween(column="n", min_value=1, **_meta(11, "n > 0")),
+        gxe.ExpectColumnValuesToNotBeNull(column="se",
+                                          **_meta(11, "every evaluation has a standard error")),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="se_ratio", min_value=low - 1e-9, max_value=high + 1e-9,
+            **_meta(11, f"the standard error is {low}x-{high}x the binomial SE of its n")),
+        gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="official", column_B="receipt_matches",
+            **_meta(12, "official exactly when a receipt matches the summary")),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="official", value_set=[True],
+            row_condition=Column("is_final") == True,  # noqa: E712 - GE's condition syntax
+            **_meta(12, "every final (formal, full-split) score is official")),
+    ]
+
+
+def _rm_sections() -> list:
+    import great_expectations.expectations as gxe
+
+    return [gxe.ExpectColumnValuesToBeBetween(
+        column="score", min_value=0, max_value=100,
+        **_meta(10, "a section score is in [0, 100]"))]
 
 
 SUITES: dict[str, Suite] = {
@@ -144,6 +183,14 @@ SUITES: dict[str, Suite] = {
                     _no_violations(7, "steps increase, phases sum to total_s")),
     "lineage": Suite("lineage", "violations", (8,),
                      _no_violations(8, "every parent is a node of the run's lineage")),
+    "rm_evaluations": Suite("rm_evaluations", "rm_evaluations", (10, 11, 12), _rm_evaluations),
+    "rm_sections": Suite("rm_sections", "rm_sections", (10,), _rm_sections),
+    "rm_artifacts": Suite("rm_artifacts", "rm_violations", (13, 14), lambda: [
+        *_no_violations(13, "at most three retained artifacts per run", "rm_violations")(),
+        *_no_violations(14, "progress increases within a job", "rm_violations")()]),
+    "rm_splits": Suite("rm_splits", "rm_violations", (15,),
+                       _no_violations(15, "the proxy rows are a subset of the full split",
+                                      "rm_violations")),
 }
 
 

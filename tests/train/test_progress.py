@@ -1,0 +1,62 @@
+"""`train run`'s live display: what it draws for a round and a step, and that it stays off
+under --quiet and when stdout is not a terminal."""
+from __future__ import annotations
+
+import io
+
+from train.progress import LiveProgress, make_monitor
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def text_of(monitor: LiveProgress) -> str:
+    from rich.console import Console
+
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    out.print(monitor.render())
+    return out.file.getvalue()
+
+
+def test_only_an_interactive_terminal_gets_the_display():
+    assert make_monitor(quiet=False, stream=io.StringIO()) is None  # a pipe, a CI log
+    assert make_monitor(quiet=True, stream=Terminal()) is None
+    assert isinstance(make_monitor(quiet=False, stream=Terminal()), LiveProgress)
+
+
+def test_a_round_shows_rows_tokens_statuses_then_the_steps_phases():
+    monitor = LiveProgress(Terminal())
+    monitor.round_started(3, expansions=2, tasks=2)
+    monitor.expansion_generated(nodes=32, tokens=4100)
+    monitor.expansion_executed(16, ["ok"] * 10 + ["crashed"] * 5 + ["timeout"])
+    shown = text_of(monitor)
+    assert "Round 3" in shown and "1/4 task-expansions" in shown
+    assert "generated 32 rows, 4,100 tokens" in shown
+    assert "executed 16 nodes: ok 10 · crashed 5 · timeout 1" in shown
+    assert "ETA 0:00:0" in shown  # three task-expansions left at this pace
+    monitor.expansion_executed(15, ["ok"] * 15 + ["no_code"])
+    monitor.step_started(3)
+    monitor.phase_started("adv")
+    monitor.phase_finished("adv", 0.5)
+    monitor.phase_started("update_actor")
+    shown = text_of(monitor)
+    assert "executed 31 nodes: ok 25 · crashed 5 · no_code 1 · timeout 1" in shown
+    assert "Step 3" in shown and "adv 0.5 s · update_actor …" in shown
+    assert "ETA -" in shown.split("Step 3")[1]  # the first step has no pace to go by
+    monitor.phase_finished("update_actor", 2.0)
+    monitor.round_finished()
+    monitor.round_started(4, expansions=2, tasks=2)
+    monitor.step_started(4)
+    assert "ETA 0:00:02" in text_of(monitor).split("Step 4")[1]  # the last step took 2.5 s
+    monitor.close()
+
+
+def test_log_lines_print_above_the_display():
+    stream = Terminal()
+    monitor = LiveProgress(stream)
+    monitor.round_started(1, expansions=1, tasks=1)
+    monitor.log("Round 1: 16 nodes generated")
+    monitor.close()
+    assert "Round 1: 16 nodes generated" in stream.getvalue()

@@ -1,0 +1,194 @@
+"""The dashboard's pages through Starlette's TestClient on the demo warehouse: what each page
+shows against the views, the live version, busy and not-found answers, offline assets."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.warehouse.serve.conftest import add_round, sql
+from warehouse.config import db_path_from_url
+
+
+@pytest.fixture(scope="module")
+def client(demo_url):
+    from starlette.testclient import TestClient
+
+    from warehouse.serve.app import create_app
+
+    with TestClient(create_app(demo_url)) as c:
+        yield c
+
+
+def charts_of(html: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="charts">(.*?)</script>', html, re.S)
+                      .group(1))
+
+
+def a_run_with_tasks(url: str) -> str:
+    return sql(url, 'SELECT "run_id" FROM "task_round_metrics" GROUP BY 1 ORDER BY count(DISTINCT "task") DESC, '
+                    'count(*) DESC, 1 LIMIT 1')[0][0]
+
+
+def test_runs_page_lists_every_run_with_status_counts(client, demo_url):
+    html = client.get("/").text
+    runs = [r[0] for r in sql(demo_url, 'SELECT "run_id" FROM "run_metrics"')]
+    assert html.count('<input type="checkbox" name="run"') == len(runs) > 3
+    assert all(f'value="{r}"' in html for r in runs)
+    ok = sql(demo_url, 'SELECT "run_id", "n" FROM "run_status_counts" WHERE "status" = \'ok\' ORDER BY "n" DESC')[0]
+    row = re.search(rf'<tr>\s*<td><input[^>]+value="{re.escape(ok[0])}".*?</tr>', html, re.S).group(0)
+    assert f"<td>{ok[1]}</td>" in row
+
+
+def test_runs_page_filters_by_arm_and_kind(client, demo_url):
+    arm, n = sql(demo_url, 'SELECT "arm", count(*) FROM "runs" WHERE "arm" IS NOT NULL GROUP BY 1 ORDER BY 2 DESC, 1')[0]
+    html = client.get("/", params={"arm": arm}).text
+    assert html.count('name="run" value=') == n
+    kinds = sql(demo_url, 'SELECT "kind", count(*) FROM "runs" GROUP BY 1 ORDER BY 1')
+    for kind, count in kinds:
+        assert client.get("/", params={"kind": kind}).text.count('name="run" value=') == count
+
+
+def test_run_page_has_five_panels_per_task_the_phases_and_step_metrics(client, demo_url):
+    run_id = a_run_with_tasks(demo_url)
+    response = client.get(f"/runs/{run_id}")
+    assert response.status_code == 200
+    charts = charts_of(response.text)
+    tasks = [t for (t,) in sql(demo_url, 'SELECT DISTINCT "task" FROM "task_round_metrics" WHERE "run_id" = ?', run_id)]
+    assert len([k for k in charts if k.startswith("task-")]) == 5 * len(tasks)
+    assert "phases" in charts
+    steps = sql(demo_url, 'SELECT count(*) FROM "step_metrics" WHERE "run_id" = ?', run_id)[0][0]
+    assert ({"step-loss", "step-kl", "step-entropy", "step-lr", "step-clip_frac"} <= set(charts)) == (steps > 0)
+    rounds = sorted({r for (r,) in sql(demo_url, 'SELECT "round" FROM "task_round_metrics" WHERE "run_id" = ?', run_id)})
+    first_task_rates = charts["task-0-1"]["data"]
+    assert [t["name"] for t in first_task_rates] == ["valid", "crashed", "no_code", "timeout"]
+    assert sorted(set(first_task_rates[0]["x"])) == sorted(
+        {r for (r,) in sql(demo_url, 'SELECT "round" FROM "task_round_metrics" WHERE "run_id" = ? AND "task" = ?',
+                           run_id, sorted(tasks)[0])}) and set(first_task_rates[0]["x"]) <= set(rounds)
+
+
+def test_unknown_run_and_node_are_404_pages(client):
+    response = client.get("/runs/no_such_run")
+    assert response.status_code == 404 and "no run &#39;no_such_run&#39;" in response.text
+    assert client.get("/runs/no_such_run/nodes/x").status_code == 404
+    assert client.get("/api/runs/no_such_run/version").json() == {"version": "0--0-0-0"}
+
+
+def test_version_changes_when_a_round_lands(client, demo_url):
+    run_id = a_run_with_tasks(demo_url)
+    before = client.get(f"/api/runs/{run_id}/version").json()["version"]
+    last = sql(demo_url, 'SELECT max("round") FROM "nodes" WHERE "run_id" = ?', run_id)[0][0]
+    tasks = [t for (t,) in sql(demo_url, 'SELECT DISTINCT "task" FROM "nodes" WHERE "run_id" = ?', run_id)]
+    add_round(demo_url, run_id, tasks[:1], last + 1)
+    after = client.get(f"/api/runs/{run_id}/version").json()["version"]
+    assert after != before
+    charts = charts_of(client.get(f"/runs/{run_id}").text)
+    task_index = sorted({t for (t,) in sql(demo_url, 'SELECT DISTINCT "task" FROM "task_round_metrics" '
+                                                     'WHERE "run_id" = ?', run_id)}).index(tasks[0])
+    assert last + 1 in charts[f"task-{task_index}-1"]["data"][0]["x"]
+
+
+def test_compare_picks_runs_and_arms_and_reads_the_decision_rule(client, demo_url):
+    runs = [r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "task_round_metrics" GROUP BY 1 '
+                                        'HAVING count(DISTINCT "round") > 1 ORDER BY 1 LIMIT 2')]
+    html = client.get("/compare", params=[("run", r) for r in runs]).text
+    figure = charts_of(html)["compare"]
+    assert len(figure["data"]) == 5 * len(runs)  # a panel per metric, a line per run in each
+    assert [figure["layout"][f"yaxis{i if i > 1 else ''}"]["title"]["text"] for i in range(1, 6)] == [
+        "valid_reward_mean", "valid_rate", "reward_best", "mean_response_tokens", "resp_clip_rate"]
+    assert {t.get("xaxis", "x") for t in figure["data"]} == {"x"}  # one shared round axis
+    means = sql(demo_url, 'SELECT "round", avg("valid_rate") FROM "task_round_metrics" WHERE "run_id" = ? '
+                          'GROUP BY 1 ORDER BY 1', runs[0])
+    trace = figure["data"][len(runs)]  # the valid_rate panel's first run
+    assert trace["yaxis"] == "y2" and trace["name"].startswith(runs[0])
+    assert trace["x"] == [r for r, _ in means]
+    assert trace["y"] == pytest.approx([v for _, v in means], nan_ok=True)
+    k = int(re.search(r'name="k" value="(\d+)"', html).group(1))
+    moved = sql(demo_url, 'SELECT count(*) FILTER (WHERE "moved") FROM "decision_rule" WHERE "run_id" = ? AND "k" = ?',
+                runs[0], k)[0][0]
+    row = re.search(rf'<tr><td class="text"><a href="/runs/{re.escape(runs[0])}">.*?</tr>', html, re.S).group(0)
+    assert f"<strong>{moved}</strong>" in row
+    arm, n = sql(demo_url, 'SELECT "arm", count(*) FROM "runs" WHERE "arm" IS NOT NULL GROUP BY 1 ORDER BY 2 DESC, 1')[0]
+    assert len(charts_of(client.get("/compare", params={"arm": arm}).text)["compare"]["data"]) == 5 * n
+
+
+def test_compare_of_an_unknown_run_is_a_404(client):
+    assert client.get("/compare", params={"run": "nope"}).status_code == 404
+
+
+def test_quality_lists_every_violation_and_links_its_node(client, demo_url):
+    html = client.get("/quality").text
+    count = sql(demo_url, 'SELECT count(*) FROM "invariant_violations"')[0][0]
+    assert count > 0 and html.count("<tr><td>") == count
+    links = re.findall(r'class="node-link" href="([^"]+)"', html)
+    assert links
+    node_page = client.get(links[0].replace("&amp;", "&"))
+    assert node_page.status_code == 200 and "<h2>Code</h2>" in node_page.text
+
+
+def test_node_page_shows_plan_code_term_tail_and_prompt(client, demo_url):
+    run_id, node_id, rnd, plan, code, tail = sql(
+        demo_url, 'SELECT n."run_id", n."node_id", n."round", n."plan", p."code", n."term_tail" FROM "nodes" n '
+                  'JOIN "node_payloads" p USING ("source_id", "line_no") WHERE n."plan" IS NOT NULL AND '
+                  'p."code" IS NOT NULL AND n."term_tail" IS NOT NULL AND p."prompt_messages" IS NOT NULL LIMIT 1')[0]
+    html = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd}).text
+    from markupsafe import escape  # Jinja's own escaping
+
+    for text in (plan, code, tail):
+        assert str(escape(text)) in html
+    assert html.count('<pre class="prompt">') >= 1
+
+
+def test_every_asset_is_served_locally(client):
+    for path in ("/", "/compare", "/quality"):
+        html = client.get(path).text
+        sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert not [s for s in sources if s.startswith(("http:", "https:", "//"))]
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000 and b"plotly.js" in js.content[:500]
+    assert client.get("/static/app.js").status_code == 200
+
+
+def test_a_locked_warehouse_is_a_busy_page_then_reads_again(client, demo_url, monkeypatch):
+    from warehouse.serve import data
+
+    monkeypatch.setattr(data, "BUSY_WAIT_S", 0.3)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('locked', flush=True); time.sleep(60)", db_path_from_url(demo_url)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        page = client.get("/")
+        assert page.status_code == 503 and "Busy" in page.text and page.headers["retry-after"] == "2"
+        api = client.get("/api/runs/x/version")
+        assert api.status_code == 503 and api.json()["busy"] is True
+    finally:
+        holder.kill()
+        holder.wait()
+    assert client.get("/").status_code == 200
+
+
+def test_a_reward_model_run_gets_scores_by_progress_and_proxy_against_final(client, demo_url):
+    run_id = sql(demo_url, 'SELECT "run_id" FROM "rm_runs" LIMIT 1')[0][0]
+    html = client.get(f"/runs/{run_id}").text
+    charts = charts_of(html)
+    series = sql(demo_url, 'SELECT "phase", count(DISTINCT ("job", "split")) FROM "rm_scores_by_progress" '
+                           'WHERE "run_id" = ? AND "score" IS NOT NULL AND "progress" IS NOT NULL GROUP BY 1', run_id)
+    assert {f"rm-{phase}": n for phase, n in series} == {k: len(v["data"]) for k, v in charts.items()
+                                                         if k != "rm-proxy-final"}
+    formal = charts["rm-formal"]["data"][0]
+    assert formal["error_y"]["array"] and all(se >= 0 for se in formal["error_y"]["array"])
+    pairs = sql(demo_url, 'SELECT "proxy_score", "final_score" FROM "rm_proxy_vs_final" WHERE "run_id" = ? '
+                          'ORDER BY "job", "progress"', run_id)
+    points = charts["rm-proxy-final"]["data"][0]
+    assert points["x"] == pytest.approx([p for p, _ in pairs]) and points["y"] == pytest.approx([f for _, f in pairs])
+    reference = sql(demo_url, 'SELECT f."score" FROM "rm_runs" r JOIN "rm_references" f USING ("reference_id") '
+                              'WHERE r."run_id" = ?', run_id)[0][0]
+    assert charts["rm-formal"]["layout"]["shapes"][0]["y0"] == pytest.approx(reference)
+    evaluations = sql(demo_url, 'SELECT count(*) FROM "rm_evaluations" WHERE "run_id" = ?', run_id)[0][0]
+    table = html.split('id="rm-evaluations"')[1].split("</table>")[0]
+    assert table.count("<tr>") == evaluations + 1  # + the header row

@@ -1,0 +1,115 @@
+"""`warehouse metrics` at a terminal: key columns that fit 80 columns, --columns, --all, a
+run's run_metrics as a key/value list; CSV and JSON keep every column."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.sql.conftest import small_warehouse
+from warehouse.cli import main
+from warehouse.config import db_path_from_url
+from warehouse.terminal import DEFAULT_COLUMNS, header
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    from warehouse.migrate import init_db
+
+    url = f"duckdb:///{tmp_path_factory.mktemp('terminal') / 'wh.duckdb'}"
+    init_db(url)
+    small_warehouse(url)
+    return db_path_from_url(url)
+
+
+def invoke(db, *args, width=80):
+    result = CliRunner(env={"COLUMNS": str(width)}).invoke(main, ["--db", db, "metrics", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def header_fragments(output: str, names) -> list[str]:
+    """Header tokens (the lines above each table's rule) that are not made of whole words of
+    the column names, i.e. names cut mid-word ('valid_ra', 'te')."""
+    words = {w for name in names for w in name.split("_")}
+    lines, bad = output.splitlines(), []
+    for i, line in enumerate(lines):
+        if set(line.strip()) == {"─"}:
+            j = i - 1
+            while j >= 0 and not lines[j].startswith("run ") and lines[j].strip():
+                bad += [t for t in lines[j].split() if not set(filter(None, t.split("_"))) <= words]
+                j -= 1
+    return bad
+
+
+@pytest.mark.parametrize("view", list(DEFAULT_COLUMNS))
+def test_every_view_fits_80_columns_with_whole_header_words(db, view):
+    output = invoke(db, "--view", view)
+    assert max(map(len, output.splitlines())) <= 80, output
+    shown = DEFAULT_COLUMNS[view]
+    assert header_fragments(output, shown) == [], output
+    assert "─" in output or "(0 rows)" in output
+
+def test_default_table_is_one_table_per_run_with_key_columns(db):
+    output = invoke(db)
+    assert "run run_a" in output and "run run_b" in output
+    assert "crash_rate" not in output  # not a key column
+    assert "(6 rows)" in output
+    # a value sits whole on its row: run_b, round 2, dogs: valid_reward_mean (0.2 + 0.4) / 2
+    row = next(line for line in output.split("run run_b")[1].splitlines() if "dogs" in line)
+    assert row.split()[:4] == ["2", "dogs", "4", "0.5"] and "0.3" in row.split()
+
+
+def test_header_breaks_only_after_underscores():
+    assert header("groups_with_signal_rate") == "groups_with_\nsignal_rate"
+    assert header("valid_reward_mean") == "valid_reward_\nmean"
+    assert header("nodes") == "nodes"
+    assert header("phase_share_save_checkpoint", 12) == "phase_share_\nsave_\ncheckpoint"
+
+
+def test_columns_picks_and_orders_and_all_shows_every_column(db):
+    picked = invoke(db, "--columns", "task,round,crash_rate")
+    assert "crash_rate" in picked and "valid_rate" not in picked
+    first = next(line for line in picked.splitlines() if "cactus" in line)
+    assert first.split() == ["cactus", "1", "0.5"]
+    from warehouse.metrics import metrics
+
+    every = metrics(f"duckdb:///{db}", "task_round_metrics").columns
+    everything = invoke(db, "--all", width=400)
+    assert header_fragments(everything, every) == [] and "crash_rate" in everything.split()
+    run_a = everything.split("run run_b")[0].splitlines()
+    assert len([line for line in run_a if line.split()[:2] == ["1", "cactus"]]) == 1
+
+
+def test_unknown_column_is_one_clear_error(db):
+    result = CliRunner().invoke(main, ["--db", db, "metrics", "--columns", "round,nope"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: --columns: no column 'nope' in this view; it has: run_id, round")
+    both = CliRunner().invoke(main, ["--db", db, "metrics", "--columns", "round", "--all"])
+    assert both.exit_code == 2 and "exclude each other" in both.output
+
+
+def test_csv_and_json_keep_every_column(db):
+    from warehouse.metrics import metrics
+
+    every = metrics(f"duckdb:///{db}", "task_round_metrics").columns
+    rows = list(csv.DictReader(io.StringIO(invoke(db, "--format", "csv"))))
+    assert list(rows[0]) == every
+    assert list(json.loads(invoke(db, "--format", "json"))[0]) == every
+    assert list(json.loads(invoke(db, "--format", "json", "--columns", "round,task"))[0]) == ["round", "task"]
+
+
+def test_one_runs_run_metrics_is_a_key_value_list(db):
+    from warehouse.metrics import metrics
+
+    output = invoke(db, "--view", "run_metrics", "--run", "run_b")
+    expected = metrics(f"duckdb:///{db}", "run_metrics", run="run_b")
+    pairs = dict(line.split(None, 1) for line in output.splitlines() if line.strip())
+    assert list(pairs) == expected.columns  # every column, one line each, in the view's order
+    values = dict(zip(expected.columns, expected.rows[0]))
+    assert pairs["run_id"] == "run_b" and int(pairs["nodes"]) == values["nodes"] == 8
+    assert pairs["resumed_from_run"] == "run_a"
+    assert max(map(len, output.splitlines())) <= 80

@@ -1,0 +1,176 @@
+"""`warehouse serve`: the dashboard, a small Starlette app over the views, fully offline.
+
+Pages are rendered on the server (Jinja2, autoescaped) with their Plotly figures as JSON;
+`static/app.js` draws them with the plotly.js that the `plotly` Python package ships, served
+from the installed package: nothing is loaded from a CDN. Handlers are plain functions, which
+Starlette runs in its thread pool, and each one reads through :mod:`warehouse.serve.data`
+(one short read-only connection per request). A locked warehouse is a 503 "busy" page that
+retries by itself; the live run page polls `/api/runs/{run}/version` and redraws when a round,
+step or timing row lands.
+"""
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from warehouse.errors import DatabaseLockedError
+from warehouse.serve import data, figures
+
+HERE = Path(__file__).parent
+DEFAULT_REFRESH_S = 5.0
+
+
+def create_app(url: str, refresh_s: float = DEFAULT_REFRESH_S) -> Starlette:
+    """The dashboard over the warehouse at `url` (a duckdb:/// URL); nothing is opened yet."""
+    pages = Pages(url, refresh_s)
+    routes = [
+        Route("/", pages.runs, name="runs"),
+        Route("/runs/{run_id:path}/nodes/{node_id}", pages.node, name="node"),
+        Route("/runs/{run_id:path}", pages.run, name="run"),
+        Route("/api/runs/{run_id:path}/version", pages.version, name="version"),
+        Route("/compare", pages.compare, name="compare"),
+        Route("/quality", pages.quality, name="quality"),
+        Route("/static/plotly.min.js", plotly_js, name="plotly"),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(routes=routes, exception_handlers={
+        DatabaseLockedError: pages.busy, data.NotFoundError: pages.not_found})
+
+
+def plotly_js(request: Request) -> Response:
+    """plotly.js from the installed `plotly` package (the same file its offline HTML embeds)."""
+    path = resources.files("plotly") / "package_data" / "plotly.min.js"
+    return FileResponse(str(path), media_type="application/javascript",
+                        headers={"Cache-Control": "max-age=86400"})
+
+
+class Pages:
+    """One method per page; each reads, builds figures and renders one template."""
+
+    def __init__(self, url: str, refresh_s: float):
+        from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+        self.url = url
+        self.refresh_s = refresh_s
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                               autoescape=select_autoescape(["html"]), undefined=StrictUndefined)
+        self.env.filters["cell"] = cell
+        self.env.filters["breakable"] = breakable
+        self.env.globals["db_name"] = Path(url.split("///", 1)[-1]).name
+
+    def runs(self, request: Request) -> Response:
+        q = request.query_params
+        page = data.runs_page(self.url, q.get("question") or None, q.get("arm") or None,
+                              q.get("kind") or None)
+        return self.render(request, "runs.html", page=page)
+
+    def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if data.is_reward_model_run(self.url, run_id):
+            return self.rm_run(request, run_id)
+        page = data.run_page(self.url, run_id)
+        charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
+                  for j, fig in enumerate(figures.task_panels(page.data, task))}
+        charts["phases"] = figures.phase_times(page.data)
+        if page.steps:
+            charts.update({f"step-{name}": fig for name, fig in zip(data.STEP_METRICS, figures.step_metrics(page.steps))})
+        return self.render(request, "run.html", page=page, charts=charts, refresh_s=self.refresh_s,
+                           step_metrics=data.STEP_METRICS)
+
+    def rm_run(self, request: Request, run_id: str) -> Response:
+        page = data.rm_page(self.url, run_id)
+        phases = [p for p in ("exploration", "formal") if any(r["phase"] == p for r in page.data.points)]
+        charts = {f"rm-{phase}": figures.rm_scores_by_progress(page.data, phase) for phase in phases}
+        charts["rm-proxy-final"] = figures.rm_proxy_vs_final(page.proxy_vs_final, page.data.reference)
+        from warehouse.rm_report import SECTIONS, _evaluation_rows
+
+        return self.render(request, "rm_run.html", page=page, charts=charts, sections=SECTIONS,
+                           evaluations=_evaluation_rows(page.data))
+
+    def version(self, request: Request) -> Response:
+        return JSONResponse({"version": data.run_version(self.url, request.path_params["run_id"])},
+                            headers={"Cache-Control": "no-store"})
+
+    def compare(self, request: Request) -> Response:
+        q = request.query_params
+        k = q.get("k")
+        page = data.compare_page(self.url, q.getlist("run"), q.getlist("arm"), q.get("task") or None,
+                                 int(k) if k and k.lstrip("-").isdigit() else None)
+        charts = {"compare": figures.compare(page)} if page.series else {}
+        return self.render(request, "compare.html", page=page, charts=charts)
+
+    def quality(self, request: Request) -> Response:
+        return self.render(request, "quality.html", violations=data.violations(self.url))
+
+    def node(self, request: Request) -> Response:
+        rnd = request.query_params.get("round")
+        record = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
+                           int(rnd) if rnd and rnd.isdigit() else None)
+        return self.render(request, "node.html", node=record)
+
+    def busy(self, request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"busy": True, "error": str(exc)}, status_code=503)
+        return self.render(request, "busy.html", status_code=503, error=str(exc),
+                           headers={"Retry-After": "2"})
+
+    def not_found(self, request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        return self.render(request, "error.html", status_code=404, error=str(exc))
+
+    def render(self, request: Request, template: str, status_code: int = 200,
+               headers: dict | None = None, **context) -> Response:
+        charts = context.get("charts", {})
+        body = self.env.get_template(template).render(
+            request=request, charts_json=charts_json(charts), **context)
+        return HTMLResponse(body, status_code=status_code, headers=headers)
+
+
+def charts_json(charts: dict) -> str:
+    """The figures as JSON safe inside a <script> element (NaN as null, no '</')."""
+    text = json.dumps(_finite(charts), default=jsonable, allow_nan=False)
+    return text.replace("</", "<\\/")
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def jsonable(value):
+    """JSON for what DuckDB returns: Decimal -> float, dates -> ISO text."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return float(value)
+
+
+def breakable(name: str):
+    """A column name that may wrap after its underscores (status names as table headers)."""
+    from markupsafe import Markup, escape
+
+    return Markup(str(escape(name)).replace("_", "_<wbr>"))
+
+
+def cell(value) -> str:
+    """A table cell: NULL, 4 significant digits for floats, the text otherwise."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else f"{value:.4g}"
+    if hasattr(value, "strftime"):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)

@@ -1,0 +1,26 @@
+"""`warehouse serve`: a thin command over :mod:`warehouse.serve.server` (imports stay inside)."""
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface; the pages have no login).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--refresh", "refresh_s", type=click.FloatRange(min=0.5), default=5.0, show_default=True,
+              help="Seconds between a run page's checks for new rounds.")
+@click.pass_obj
+def serve(obj: dict, host: str, port: int, refresh_s: float) -> None:
+    """Serve a read-only dashboard of the warehouse in the browser, fully offline.
+
+    Pages: Runs (filter by question, arm, kind), a run's charts per task with its step
+    metrics and phase times (redrawn while the run is written), Compare (runs or arms per
+    round, with the decision rule at step k), Quality (invariant violations, with each
+    node's plan, code, output and prompt). Every request opens the warehouse read-only and
+    closes it, so `train run` and `warehouse ingest` can write meanwhile.
+    """
+    from warehouse.serve.server import serve as run_server
+
+    run_server(obj["db_url"], host, port, refresh_s, log=click.echo)
