@@ -115,7 +115,10 @@ def upsert_run(con, run: dict) -> None:
     `resumed_from_run`/`resumed_from_step`, `started_at` defaults to the run id's timestamp,
     `kind` to "unknown" and `lost` to false.
     """
-    con.execute(f"INSERT OR REPLACE INTO runs ({_RUN_COLS}) VALUES ({_RUN_MARKS})", _run_values(run))
+    values = _run_values(run)
+    # delete, then insert, rather than INSERT OR REPLACE: DuckLake has no primary keys
+    con.execute("DELETE FROM runs WHERE run_id = ?", [run["run_id"]])
+    con.execute(f"INSERT INTO runs ({_RUN_COLS}) VALUES ({_RUN_MARKS})", values)
 
 
 def insert_new_run(con, run: dict) -> bool:

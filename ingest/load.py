@@ -173,8 +173,9 @@ def land_wandb_object(con, source: Source, key: int, staged: Staged, wandb_run: 
     """config.json or summary.json -> wandb_runs.config / .summary."""
     row = con.execute("SELECT row FROM _typed WHERE key = ? AND reject_reason IS NULL",
                       [key]).fetchone()
-    con.execute("INSERT INTO wandb_runs (wandb_run) VALUES (?) ON CONFLICT DO NOTHING",
-                [wandb_run])
+    # not ON CONFLICT: DuckLake has no keys; this reads the same on both engines
+    con.execute("INSERT INTO wandb_runs (wandb_run) SELECT ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM wandb_runs WHERE wandb_run = ?)", [wandb_run, wandb_run])
     con.execute(f"UPDATE wandb_runs SET {qi(column)} = ?, {qi(column + '_source_id')} = ? "
                 "WHERE wandb_run = ?", [row[0] if row else None, source.source_id, wandb_run])
     record_errors(con, source, staged.reasons(key))

@@ -10,7 +10,10 @@ Memory is bounded by the largest single file, never by the root.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,9 +23,10 @@ from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
 from ingest.rm_ingest import load_rm_files, rm_warnings
-from ingest.sources import (content_hash, known_sources, open_source, open_sources, record_errors,
-                            touch_source)
-from warehouse.db import transaction
+from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
+                            record_errors, touch_source)
+from warehouse.db import is_ducklake_connection, is_write_conflict, transaction
+from warehouse.errors import DatabaseLockedError
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -62,6 +66,7 @@ BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds me
 # means two logged commits and a checkpoint on the third: on the 523 MB bench root 25 s
 # instead of 29-32 s at 256 MB (which logged three), and a smaller file (235 vs 268 MB).
 CHECKPOINT_THRESHOLD = "96MB"
+LAKE_RETRY_S = 120.0  # how long a DuckLake ingest keeps redoing commits other writers win
 ROW_KINDS = ("nodes", "summary", "timing", "wandb_history", "wandb_config", "wandb_summary")
 RENDERED = ("tree", "transcript")
 ROOT_MANIFEST = "manifest.toml"
@@ -81,11 +86,20 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         progress(None, report.bytes_total, 0)
     with connect(db_url) as con:
         require_head(con, db_url)
+        lake = is_ducklake_connection(con)
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-        transaction(con, lambda: register_runs(con, layouts, manifests, report))
-        _load_files(_Walker(con, report, progress, max_line_bytes), layouts, batch_bytes)
-        if report.files_loaded or report.files_failed:
-            con.execute("CHECKPOINT")  # the next open needs no WAL replay
+        marks = (len(report.warnings), len(report.lost_runs))
+
+        def forget_lost_attempt():  # a DuckLake commit that lost the race is redone
+            del report.warnings[marks[0]:], report.lost_runs[marks[1]:]
+
+        transaction(con, lambda: register_runs(con, layouts, manifests, report), wait_s=LAKE_RETRY_S,
+                    before_retry=forget_lost_attempt)
+        _load_files(_Walker(con, report, progress, max_line_bytes, lake), layouts, batch_bytes)
+        # the file: the next open needs no WAL replay (DuckLake's CHECKPOINT is maintenance
+        # that rewrites files under other writers: left to the operator, docs/ducklake.md)
+        if (report.files_loaded or report.files_failed) and not lake:
+            con.execute("CHECKPOINT")
     return report
 
 
@@ -187,13 +201,21 @@ def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:
 class _Walker:
     """Loads files batch by batch; the files of a batch land in one transaction."""
 
-    def __init__(self, con, report: IngestReport, progress: Progress | None, max_line_bytes: int):
+    def __init__(self, con, report: IngestReport, progress: Progress | None, max_line_bytes: int,
+                 lake: bool = False):
         self.con, self.report, self.progress = con, report, progress
         self.max_line_bytes = max_line_bytes
+        self.lake = lake
         self.known = known_sources(con)
         self.next_id = max((v[0] for v in self.known.values()), default=0) + 1
+        self.lost_since = None  # when DuckLake commits started losing to other writers
 
     def claim(self, path: str) -> tuple[int, bool]:
+        """(source id, whether the path was loaded before). The file has one writer, so ids
+        are counted here; on DuckLake other writers commit meanwhile, so the id is read in
+        the transaction (a path another process loaded is replaced, never duplicated)."""
+        if self.lake:
+            return lookup_source_id(self.con, path)
         if path in self.known:
             return self.known[path][0], True
         self.next_id += 1
@@ -307,6 +329,8 @@ class _Walker:
             self.con.execute("ROLLBACK")
             if not isinstance(exc, Exception):  # Ctrl-C: every file of the group is out
                 raise
+            if self.lake and is_write_conflict(exc):  # another writer won: the group again
+                return self._lost_commit(exc, keyed, first_id)
             self.next_id = first_id
             if at_once:
                 return self.land_group(keyed, staged, at_once=False)
@@ -317,10 +341,30 @@ class _Walker:
             self.claim(keyed[k][1].path)  # the id a transaction of its own would have used
             self.fail(keyed[k][1], f"could not load: {_first_line(exc)}")
             return keyed[k + 1:]
-        self.con.execute("COMMIT")
+        try:
+            self.con.execute("COMMIT")
+        except Exception as exc:
+            with contextlib.suppress(Exception):  # a failed COMMIT has ended it already
+                self.con.execute("ROLLBACK")
+            if not (self.lake and is_write_conflict(exc)):
+                raise
+            return self._lost_commit(exc, keyed, first_id)
+        self.lost_since = None
         for (key, job, digest), (source_id, rows, rejected) in zip(keyed, landed):
             self._landed(job, key, staged, digest, source_id, rows, rejected)
         return []
+
+    def _lost_commit(self, exc: Exception, keyed: list, first_id: int) -> list:
+        """Back off, then hand the whole group back to be landed again (DuckLake only); give
+        up after LAKE_RETRY_S of losing, with nothing of the group written."""
+        self.next_id = first_id
+        now = time.monotonic()
+        self.lost_since = self.lost_since or now
+        if now - self.lost_since > LAKE_RETRY_S:
+            raise DatabaseLockedError(f"other writers kept winning the commit for {LAKE_RETRY_S:.0f} s "
+                                      f"({_first_line(exc)}); run the ingest again") from exc
+        time.sleep(random.uniform(0.01, 0.2))
+        return keyed
 
     def _land_one(self, key: int, job: FileJob, digest: str, staged) -> tuple[int, int, int]:
         source = self._open(key, job, digest, staged)
@@ -363,19 +407,25 @@ class _Walker:
     # rendered views: no rows, so all of them in one transaction
     def rendered(self, jobs: list[FileJob]) -> None:
         todo = [(job, got[0], got[1]) for job in jobs if (got := self.read(job)) is not None]
-        ids = [self.claim(job.path) for job, _, _ in todo]
+        first_id = self.next_id
 
         def work():
-            for (job, _, digest), (source_id, existed) in zip(todo, ids):
+            ids = []
+            for job, _, digest in todo:
+                source_id, existed = self.claim(job.path)
+                ids.append((source_id, existed))
                 source = open_source(self.con, source_id=source_id, existed=existed,
                                      path=job.path, kind=job.kind, run_id=job.run_id,
                                      round=job.round, task=job.task, size_bytes=job.size,
                                      mtime_ns=job.mtime_ns, digest=digest)
                 flag = "has_tree" if job.kind == "tree" else "has_transcript"
                 load.mark_rendered(self.con, source, flag, job.round_path)
+            return ids
 
-        if todo:
-            transaction(self.con, work)
+        def forget_lost_attempt():
+            self.next_id = first_id
+
+        ids = transaction(self.con, work, wait_s=LAKE_RETRY_S, before_retry=forget_lost_attempt) if todo else []
         for (job, _, digest), (source_id, _) in zip(todo, ids):
             self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, 0, None)
             self.report.files_loaded += 1

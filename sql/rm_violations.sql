@@ -17,7 +17,10 @@ WITH evals AS (
     SELECT e.*,
            coalesce(e."receipt_sha256" = e."summary_sha256"
                     AND e."receipt_size" = e."summary_size", false) AS "receipt_matches",
-           100 * sqrt((e."score" / 100) * (1 - e."score" / 100) / NULLIF(e."n", 0)) AS "se_binomial"
+           -- a score outside 0-100 gives NaN, as DuckDB 2 did (DuckDB 1.5 raises on sqrt(< 0))
+           100 * CASE WHEN (e."score" / 100) * (1 - e."score" / 100) / NULLIF(e."n", 0) < 0
+                      THEN CAST('NaN' AS DOUBLE)
+                      ELSE sqrt((e."score" / 100) * (1 - e."score" / 100) / NULLIF(e."n", 0)) END AS "se_binomial"
     FROM "rm_evaluations" AS e
 ),
 artifact_order AS (

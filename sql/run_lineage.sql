@@ -8,10 +8,14 @@
 -- never a guess. Cycles in the links are cut (a run appears at most once per lineage).
 CREATE OR REPLACE VIEW "run_lineage" AS
 WITH RECURSIVE
+-- DISTINCT over UNION ALL, not UNION: DuckDB 1.4 (which BI tools still carry) keeps the
+-- duplicates of a plain UNION in a non-recursive CTE under WITH RECURSIVE.
 all_runs AS (
-    SELECT "run_id" FROM "runs"
-    UNION
-    SELECT DISTINCT "run_id" FROM "nodes"
+    SELECT DISTINCT "run_id" FROM (
+        SELECT "run_id" FROM "runs"
+        UNION ALL
+        SELECT "run_id" FROM "nodes"
+    )
 ),
 chain("run_id", "ancestor_run_id", "depth", "path") AS (
     SELECT "run_id", "run_id", 0, ["run_id"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from warehouse.config import DB_ENV_VAR
+from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR
 
 
 @pytest.fixture(scope="session")
@@ -15,6 +15,7 @@ def fake_home(tmp_path_factory):
 def isolated_env(monkeypatch, fake_home):
     """Unset our variables and point HOME and caches at a per-session temp dir."""
     monkeypatch.delenv(DB_ENV_VAR, raising=False)
+    monkeypatch.delenv(DATA_PATH_ENV_VAR, raising=False)
     monkeypatch.setenv("HOME", str(fake_home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(fake_home / ".cache"))
     monkeypatch.setenv("HF_HOME", str(fake_home / ".cache" / "huggingface"))

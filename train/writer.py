@@ -10,8 +10,10 @@ A run owns its id: `RoundWriter.claim` inserts the run row before round 1 and re
 that is already in the warehouse, so a round never merges into or replaces another run's rows.
 Rewriting a round of one's own run replaces that round's rows (the same sources), idempotently.
 
-If another process holds the warehouse's lock, `warehouse.db.connect` retries with backoff
-for `lock_wait_s`; past that the round is spooled to disk in the data-root layout (seeds 000/
+If another process holds the warehouse file's lock, `warehouse.db.connect` retries with
+backoff for `lock_wait_s` (on DuckLake, where there is no lock, `transaction` redoes a
+commit that lost to another writer's for as long); past that the round is spooled to disk
+in the data-root layout (seeds 000/
 002) and a one-line notice says how to ingest it: a round is never lost.
 
 `export_root` additionally writes every round as the classic data-root files
@@ -130,16 +132,10 @@ def source_path(run_id: str, round: int, task: str) -> str:
 
 def claim_run(db_url: str, run: RunRow, lock_wait_s: float = LOCK_WAIT_S) -> None:
     """Record the run row of a new run; RunIdTakenError when another run has the id."""
-    from warehouse.db import connect
+    from warehouse.db import connect, transaction
 
     with connect(db_url, wait_s=lock_wait_s) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            _claim(con, run)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        transaction(con, lambda: _claim(con, run), wait_s=lock_wait_s)
 
 
 def _claim(con, run: RunRow) -> None:
@@ -157,24 +153,22 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
     or drops another round's timing row. `claim`: the run row is not recorded yet, so record it
     here, refusing (RunIdTakenError, nothing written) an id another run holds."""
     from ingest.records import load_steps, load_task_round, upsert_run
-    from warehouse.db import connect
+    from warehouse.db import connect, transaction
 
+    def work():
+        if claim:
+            _claim(con, run)
+        else:
+            upsert_run(con, run.row(f"train://{run.run_id}"))
+        for task, records in rnd.records.items():
+            load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
+                            summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
+        if rnd.step:
+            load_steps(con, run.run_id, [rnd.step], source_path=f"train://{run.run_id}/round_{rnd.round}/timing")
+
+    # on DuckLake no lock is waited for: a commit that loses to another writer's is redone
     with connect(db_url, wait_s=lock_wait_s) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if claim:
-                _claim(con, run)
-            else:
-                upsert_run(con, run.row(f"train://{run.run_id}"))
-            for task, records in rnd.records.items():
-                load_task_round(con, run_id=run.run_id, round=rnd.round, task=task, records=records,
-                                summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
-            if rnd.step:
-                load_steps(con, run.run_id, [rnd.step], source_path=f"train://{run.run_id}/round_{rnd.round}/timing")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        transaction(con, work, wait_s=lock_wait_s)
 
 
 def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict]) -> Path:

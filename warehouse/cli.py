@@ -10,7 +10,7 @@ import traceback
 
 import click
 
-from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
+from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, DEFAULT_DB_FILE
 
 
 class ErrorBoundaryGroup(click.Group):
@@ -48,11 +48,20 @@ pass_db = click.make_pass_decorator(dict)
     default=DEFAULT_DB_FILE,
     show_default=True,
     metavar="URL|PATH",
-    help=f"Warehouse file or SQLAlchemy URL (duckdb:///path). Also read from ${DB_ENV_VAR}.",
+    help=f"Warehouse file or SQLAlchemy URL (duckdb:///path), or a shared DuckLake warehouse: "
+         f"ducklake:sqlite:PATH or ducklake:postgres:CONNINFO. Also read from ${DB_ENV_VAR}.",
+)
+@click.option(
+    "--data-path",
+    envvar=DATA_PATH_ENV_VAR,
+    metavar="DIR",
+    help=f"DuckLake only: where the Parquet files go, given when the catalog is created (init); "
+         f"later opens read it from the catalog. Default for a SQLite catalog: PATH.files/ beside "
+         f"it. Also read from ${DATA_PATH_ENV_VAR}.",
 )
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.pass_context
-def main(ctx: click.Context, db: str, debug: bool) -> None:
+def main(ctx: click.Context, db: str, data_path: str | None, debug: bool) -> None:
     """The rollout warehouse: tree-search GRPO rollouts as one versioned DuckDB database.
 
     Start with `warehouse init`, load a data root with `warehouse ingest ROOT`, then query
@@ -61,7 +70,7 @@ def main(ctx: click.Context, db: str, debug: bool) -> None:
     from warehouse.config import resolve_db_url
 
     ctx.ensure_object(dict)
-    ctx.obj["db_url"] = resolve_db_url(db)
+    ctx.obj["db_url"] = resolve_db_url(db, data_path)
     ctx.obj["debug"] = debug
 
 
@@ -128,6 +137,30 @@ def tables(obj: dict) -> None:
     from warehouse.query import list_tables, render
 
     click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
+
+
+@main.command("migrate-to")
+@click.argument("target", metavar="URL")
+@click.option("--target-data-path", metavar="DIR",
+              help="Where a new DuckLake target keeps its Parquet files (see --data-path).")
+@click.pass_obj
+def migrate_to(obj: dict, target: str, target_data_path: str | None) -> None:
+    """Copy this warehouse (--db) into the empty warehouse at URL, table by table.
+
+    Works both ways: a DuckDB file into DuckLake (ducklake:sqlite:PATH,
+    ducklake:postgres:CONNINFO) and back. The target is created at the newest schema; every
+    table's row count is checked against the source, and a copy that does not add up is
+    rolled back.
+    """
+    from warehouse.config import resolve_db_url
+    from warehouse.query import Result, render
+    from warehouse.transfer import migrate_to as do_migrate
+
+    target_url = resolve_db_url(target, target_data_path)
+    copied = do_migrate(obj["db_url"], target_url)
+    rows = [(c.table, c.source_rows, c.target_rows) for c in copied]
+    click.echo(render(Result(["table", "source rows", "copied rows"], rows), "table"), nl=False)
+    click.echo(f"Copied {len(copied)} tables into {target_url}; every row count matches.")
 
 
 def _register_subcommands() -> None:

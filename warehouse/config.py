@@ -1,25 +1,85 @@
-"""Where the warehouse lives: `--db`, then `$ROLLOUT_WAREHOUSE_DB`, then `./warehouse.duckdb`."""
+"""Where the warehouse lives: `--db`, then `$ROLLOUT_WAREHOUSE_DB`, then `./warehouse.duckdb`.
+
+Two engines behind one schema:
+
+* a DuckDB file (`PATH` or `duckdb:///PATH`): the default, one writing process at a time;
+* DuckLake (`ducklake:sqlite:PATH` or `ducklake:postgres:CONNINFO`): Parquet files under a
+  data path plus a catalog database, for many writers and readers at once (docs/ducklake.md).
+  The data path is given once, when the catalog is created (`--data-path DIR` or
+  `$ROLLOUT_WAREHOUSE_DATA_PATH`); DuckLake stores it in the catalog for every later open.
+"""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 DB_ENV_VAR = "ROLLOUT_WAREHOUSE_DB"
+DATA_PATH_ENV_VAR = "ROLLOUT_WAREHOUSE_DATA_PATH"
 DEFAULT_DB_FILE = "warehouse.duckdb"
+DUCKLAKE_PREFIX = "ducklake:"
+DUCKLAKE_CATALOGS = ("sqlite", "postgres")
+_DATA_PATH_MARK = "#data_path="
 
 
-def resolve_db_url(db: str | os.PathLike | None = None) -> str:
-    """Turn a path or URL into a SQLAlchemy URL (`duckdb:///abs/path.duckdb`).
+@dataclass(frozen=True)
+class DuckLakeTarget:
+    """A parsed `ducklake:` URL: the catalog database and, if given, the data path."""
+
+    catalog: str  # "sqlite" or "postgres"
+    location: str  # the SQLite file (absolute) or the PostgreSQL conninfo
+    data_path: str | None = None
+
+    @property
+    def attach_string(self) -> str:
+        return f"{DUCKLAKE_PREFIX}{self.catalog}:{self.location}"
+
+
+def resolve_db_url(db: str | os.PathLike | None = None, data_path: str | os.PathLike | None = None) -> str:
+    """Turn a path or URL into the URL every connection takes.
 
     Accepts `None` (env var, then the default file in the working directory), a plain file
-    path, or any SQLAlchemy URL (`duckdb:///...`, `duckdb:///:memory:`).
+    path, any SQLAlchemy URL (`duckdb:///...`, `duckdb:///:memory:`), or a DuckLake URL
+    (`ducklake:sqlite:PATH`, `ducklake:postgres:CONNINFO`), to which `data_path` (else
+    `$ROLLOUT_WAREHOUSE_DATA_PATH`) is attached.
     """
     value = str(db) if db is not None else os.environ.get(DB_ENV_VAR) or DEFAULT_DB_FILE
+    if value.startswith(DUCKLAKE_PREFIX):
+        return _resolve_ducklake(value, data_path or os.environ.get(DATA_PATH_ENV_VAR))
     if "://" in value:
         return value
     if value == ":memory:":
         return "duckdb:///:memory:"
     return f"duckdb:///{Path(value).expanduser().resolve()}"
+
+
+def _resolve_ducklake(value: str, data_path) -> str:
+    target = parse_ducklake(value)
+    location = target.location
+    if target.catalog == "sqlite":
+        location = str(Path(location).expanduser().resolve())
+    data = target.data_path or (str(data_path) if data_path else None)
+    if data and "://" not in data:  # a local or mounted directory (object storage keeps its URL)
+        data = str(Path(data).expanduser().resolve()) + os.sep
+    url = f"{DUCKLAKE_PREFIX}{target.catalog}:{location}"
+    return url + (f"{_DATA_PATH_MARK}{data}" if data else "")
+
+
+def is_ducklake(url: str) -> bool:
+    return url.startswith(DUCKLAKE_PREFIX)
+
+
+def parse_ducklake(url: str) -> DuckLakeTarget:
+    """Split `ducklake:CATALOG:LOCATION[#data_path=DIR]`; a clear error for anything else."""
+    from warehouse.errors import TerminalError
+
+    rest, _, data_path = url[len(DUCKLAKE_PREFIX):].partition(_DATA_PATH_MARK)
+    catalog, sep, location = rest.partition(":")
+    if catalog not in DUCKLAKE_CATALOGS or not sep or not location.strip():
+        raise TerminalError(
+            f"not a DuckLake URL: {url!r}. Use ducklake:sqlite:PATH or ducklake:postgres:CONNINFO "
+            "(e.g. ducklake:postgres:'dbname=warehouse host=localhost').")
+    return DuckLakeTarget(catalog, location, data_path or None)
 
 
 def db_path_from_url(url: str) -> str:
@@ -29,3 +89,10 @@ def db_path_from_url(url: str) -> str:
         raise ValueError(f"not a DuckDB URL: {url}")
     rest = url[len(prefix):].split("?", 1)[0]
     return rest or ":memory:"
+
+
+def display_name(url: str) -> str:
+    """How messages name the warehouse: the file's name, or the DuckLake catalog."""
+    if is_ducklake(url):
+        return parse_ducklake(url).attach_string
+    return Path(db_path_from_url(url)).name

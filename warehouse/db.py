@@ -6,25 +6,52 @@ Two ways in, both short-lived so the DuckDB file lock is held only while working
   really closes (and releases the file) when the `with` block ends.
 * `connect(url)`: a raw DuckDB connection for bulk work (ingest, views, checks), retried with
   backoff while another process holds the write lock.
+
+A DuckLake URL (`ducklake:sqlite:PATH`, `ducklake:postgres:CONNINFO`) gives the same two: an
+in-memory DuckDB with the lake attached as the default database `wh`, so every query, view
+and migration reads as on the file. DuckLake takes no lock: writers commit optimistically,
+and `transaction` repeats a transaction that lost the race to another writer's commit.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib.util
 import os
+import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from warehouse.config import db_path_from_url
+from warehouse.config import db_path_from_url, is_ducklake, parse_ducklake
 from warehouse.errors import DatabaseLockedError, TerminalError
 
 LOCK_RETRY_SECONDS = 30.0
+# A new warehouse file is written in DuckDB's v1.0.0 storage format (header version 64), which
+# every DuckDB from 1.0 on reads: the DuckDB CLI, JDBC/ODBC drivers and BI tools that carry an
+# older DuckDB than ours (DuckDB 2.0 wrote a format none of them could open). Opening an
+# existing file keeps its format.
+STORAGE_COMPATIBILITY = {"storage_compatibility_version": "v1.0.0"}
+LAKE_ALIAS = "wh"
+# The extensions come as Python packages pinned to duckdb's own version (pyproject.toml):
+# loaded from there, never downloaded at run time.
+_EXTENSION_PACKAGES = {"ducklake": "duckdb_extension_ducklake",
+                       "sqlite_scanner": "duckdb_extension_sqlite_scanner",
+                       "postgres_scanner": "duckdb_extension_postgres_scanner",
+                       "httpfs": "duckdb_extension_httpfs"}
 
 
 def engine(url: str, read_only: bool = False):
     import sqlalchemy as sa
     from sqlalchemy.pool import NullPool
 
-    connect_args = {"read_only": True} if read_only else {}
+    if is_ducklake(url):
+        eng = sa.create_engine("duckdb:///:memory:", poolclass=NullPool)
+        sa.event.listen(eng, "connect", lambda dbapi_con, _: _attach_lake(dbapi_con, url, read_only))
+        eng.dialect.warehouse_ducklake = True  # read by warehouse.migrate (no keys, no indexes)
+        # DuckLake rejects INSERT ... RETURNING, which SQLAlchemy adds to fetch inserted keys
+        eng.dialect.insert_returning = eng.dialect.insert_executemany_returning = False
+        return eng
+    connect_args = {"read_only": True} if read_only else {"config": dict(STORAGE_COMPATIBILITY)}
     return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
 
 
@@ -36,6 +63,17 @@ def _is_lock_error(exc: Exception) -> bool:
 @contextlib.contextmanager
 def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECONDS) -> Iterator:
     """A raw DuckDB connection; waits (with backoff) up to `wait_s` for another writer."""
+    if is_ducklake(url):
+        con = _ducklake_connection(url, read_only)
+    else:
+        con = _file_connection(url, read_only, wait_s)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _file_connection(url: str, read_only: bool, wait_s: float):
     import duckdb
 
     path = db_path_from_url(url)
@@ -45,8 +83,7 @@ def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECOND
     delay = 0.05
     while True:
         try:
-            con = duckdb.connect(path, read_only=read_only)
-            break
+            return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
                 raise
@@ -56,24 +93,149 @@ def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECOND
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+# --- DuckLake --------------------------------------------------------------------------------
+
+def _ducklake_connection(url: str, read_only: bool):
+    import duckdb
+
+    # autoinstall off: an extension missing from the packages must fail here, not download
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
     try:
-        yield con
+        _attach_lake(con, url, read_only)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: bool = True) -> None:
+    """Load the extensions, attach the lake as `alias` and (`use`) make it the default database."""
+    target = parse_ducklake(url)
+    if target.catalog == "sqlite" and _prepare_sqlite_catalog(target.location, read_only):
+        if not target.data_path:  # a new catalog: its files beside it unless told otherwise
+            target = dataclasses.replace(target, data_path=target.location + ".files" + os.sep)
+    scanner = "sqlite_scanner" if target.catalog == "sqlite" else "postgres_scanner"
+    for name in ("ducklake", scanner):
+        con.execute(f"LOAD '{_extension_file(name)}'")
+    # object storage (s3://, gs://, ...) for the data path: httpfs, an optional package
+    if importlib.util.find_spec(_EXTENSION_PACKAGES["httpfs"]) or "://" in (target.data_path or ""):
+        con.execute(f"LOAD '{_extension_file('httpfs')}'")
+    # ATTACH takes no bound parameters: the two values are quoted as SQL string literals
+    options = [f"DATA_PATH '{_sql_text(target.data_path)}'"] if target.data_path else []
+    options += ["READ_ONLY"] if read_only else []
+    clause = f" ({', '.join(options)})" if options else ""
+    try:
+        con.execute(f"ATTACH '{_sql_text(target.attach_string)}' AS {alias}{clause}")
+    except Exception as exc:  # noqa: BLE001 - one line naming the catalog and the fix
+        reason = str(exc).strip().splitlines()[0]
+        raise TerminalError(f"cannot open the DuckLake warehouse {target.attach_string}: {reason}") from None
+    if not use:
+        return
+    con.execute(f"USE {alias}")
+    # DuckLake's own retry would commit a transaction on top of a snapshot it never read
+    # (two writers would both take max(source_id) + 1); transaction() redoes it instead.
+    con.execute("SET ducklake_max_retry_count = 0")
+
+
+def _sql_text(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def _prepare_sqlite_catalog(path: str, read_only: bool) -> bool:
+    """A new SQLite catalog starts in WAL mode, so readers never block a committing writer.
+    Returns whether the catalog is new."""
+    import sqlite3
+
+    if os.path.exists(path):
+        return False
+    if read_only:
+        raise TerminalError(f"no warehouse at {path}. Run 'warehouse --db ducklake:sqlite:{path} "
+                            "--data-path DIR init' first.")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    con = sqlite3.connect(path)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
     finally:
         con.close()
+    return True
+
+
+def _extension_file(name: str) -> str:
+    import duckdb
+
+    package = _EXTENSION_PACKAGES[name]
+    spec = importlib.util.find_spec(package)
+    path = None
+    if spec is not None and spec.submodule_search_locations:
+        root = list(spec.submodule_search_locations)[0]
+        path = os.path.join(root, "extensions", f"v{duckdb.__version__}", f"{name}.duckdb_extension")
+    if path is None or not os.path.isfile(path):
+        dist = package.replace("_", "-")
+        raise TerminalError(f"DuckLake needs the {name} extension for DuckDB {duckdb.__version__}: "
+                            f"pip install '{dist}=={duckdb.__version__}'")
+    return path
+
+
+def attach_source(con, url: str, alias: str) -> None:
+    """Attach another warehouse (file or DuckLake) read-only to `con` as `alias`."""
+    if is_ducklake(url):
+        _attach_lake(con, url, read_only=True, alias=alias, use=False)
+        return
+    path = db_path_from_url(url)
+    if not os.path.exists(path):
+        raise TerminalError(f"no warehouse at {path}.")
+    con.execute(f"ATTACH '{_sql_text(path)}' AS {alias} (READ_ONLY)")
+
+
+def is_ducklake_connection(con) -> bool:
+    row = con.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return bool(row) and row[0] == "ducklake"
+
+
+def is_write_conflict(exc: BaseException) -> bool:
+    """A DuckLake commit that lost to another writer's (or met a busy SQLite catalog)."""
+    text = str(exc).lower()
+    return any(s in text for s in ("database is locked", "failed to commit ducklake transaction",
+                                   "conflict", "could not serialize", "duplicate key"))
+
+
+def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
+                before_retry: Callable | None = None):
+    """BEGIN, `work()`, COMMIT; returns what `work` returned.
+
+    On DuckLake a transaction whose commit lost to another writer is rolled back and redone
+    from the start (`before_retry()` first, to forget what the lost attempt did), with
+    jittered backoff, for up to `wait_s`; then DatabaseLockedError. On the file nothing is
+    retried: the file lock already serializes writers.
+    """
+    lake = is_ducklake_connection(con)
+    deadline, delay = time.monotonic() + wait_s, 0.02
+    while True:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            result = work()
+            con.execute("COMMIT")
+            return result
+        except BaseException as exc:
+            _rollback(con)
+            if not (lake and isinstance(exc, Exception) and is_write_conflict(exc)):
+                raise
+            if time.monotonic() >= deadline:
+                raise DatabaseLockedError(f"other writers kept winning the commit for {wait_s:.0f} s "
+                                          f"({str(exc).strip().splitlines()[0]})") from exc
+        if before_retry:
+            before_retry()
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 1.5, 0.5)
+
+
+def _rollback(con) -> None:
+    with contextlib.suppress(Exception):  # a failed COMMIT has already ended the transaction
+        con.execute("ROLLBACK")
 
 
 def quote_identifier(name: str) -> str:
     """Quote a SQL identifier (never format user input into SQL any other way)."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def transaction(con, work):
-    """`work()` inside one transaction on `con`: committed whole, or rolled back on any error."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        result = work()
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-    return result

@@ -15,10 +15,44 @@ from warehouse.errors import SchemaVersionError, TerminalError
 
 
 class DuckDBImpl(DefaultImpl):
-    """Alembic's dialect hook for DuckDB (as duckdb_engine's documentation recommends)."""
+    """Alembic's dialect hook for DuckDB (as duckdb_engine's documentation recommends).
+
+    On DuckLake, which has neither indexes nor key constraints, index operations are
+    skipped: one set of migrations serves both engines (docs/ducklake.md).
+    """
 
     __dialect__ = "duckdb"
     transactional_ddl = True
+
+    def create_index(self, index, **kw) -> None:
+        if not _on_ducklake(self.dialect):
+            super().create_index(index, **kw)
+
+    def drop_index(self, index, **kw) -> None:
+        if not _on_ducklake(self.dialect):
+            super().drop_index(index, **kw)
+
+
+def _on_ducklake(dialect) -> bool:
+    return getattr(dialect, "warehouse_ducklake", False)
+
+
+def _register_ducklake_ddl() -> None:
+    """PRIMARY KEY and UNIQUE render as nothing on DuckLake (which rejects them); the file
+    keeps them. The ingest and the trainer keep rows unique themselves (delete, then insert)."""
+    from sqlalchemy.ext.compiler import compiles
+    from sqlalchemy.schema import PrimaryKeyConstraint, UniqueConstraint
+
+    for constraint in (PrimaryKeyConstraint, UniqueConstraint):
+        @compiles(constraint, "duckdb")
+        def _render(element, compiler, **kw):
+            if _on_ducklake(compiler.dialect):
+                return None
+            return compiler.visit_unique_constraint(element, **kw) if isinstance(element, UniqueConstraint) \
+                else compiler.visit_primary_key_constraint(element, **kw)
+
+
+_register_ducklake_ddl()
 
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -122,20 +156,24 @@ def schema_status(url: str) -> dict:
 
 
 def _exists(url: str) -> bool:
-    from warehouse.config import db_path_from_url
+    from warehouse.config import db_path_from_url, is_ducklake, parse_ducklake
 
+    if is_ducklake(url):  # a PostgreSQL catalog is asked by opening it
+        target = parse_ducklake(url)
+        return target.catalog != "sqlite" or os.path.exists(target.location)
     path = db_path_from_url(url)
     return path != ":memory:" and os.path.exists(path)
 
 
 def require_head(con, url: str) -> None:
     """Raise a clear error unless the (raw DuckDB) connection's schema is at head."""
-    from warehouse.config import db_path_from_url
+    from warehouse.config import display_name
 
-    name = Path(db_path_from_url(url)).name
+    name = display_name(url)
     head = head_revision()
     has_table = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'alembic_version'"
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'alembic_version' "
+        "AND database_name = current_database()"
     ).fetchone()[0]
     rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
     if rev is None:

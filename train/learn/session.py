@@ -13,10 +13,10 @@ def after_commit(db_url: str, run_id: str, step: int, metrics: dict, health_gate
                  decision_steps=(), log=print) -> None:
     """The step's `step_metrics` row; the health gate when asked (the run's first step: raises
     HealthGateError on failure); the decision rule's reading when `step` is a decision step."""
-    from warehouse.db import connect
+    from warehouse.db import connect, transaction
 
-    with connect(db_url) as con:
-        write_step_metrics(con, run_id, step, metrics)
+    with connect(db_url) as con:  # one transaction (delete + insert), redone if DuckLake says so
+        transaction(con, lambda: write_step_metrics(con, run_id, step, metrics))
     if health_gate:
         with connect(db_url, read_only=True) as con:
             log(check_health_gate(con, run_id))

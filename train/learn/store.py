@@ -20,4 +20,6 @@ def write_step_metrics(con, run_id: str, step: int, metrics: dict) -> None:
     row = step_metrics_row(run_id, step, metrics)
     names = ", ".join(f'"{k}"' for k in row)
     marks = ", ".join("?" for _ in row)
-    con.execute(f'INSERT OR REPLACE INTO "step_metrics" ({names}) VALUES ({marks})', list(row.values()))
+    # delete, then insert, rather than INSERT OR REPLACE: DuckLake has no primary keys
+    con.execute('DELETE FROM "step_metrics" WHERE run_id = ? AND step = ?', [run_id, step])
+    con.execute(f'INSERT INTO "step_metrics" ({names}) VALUES ({marks})', list(row.values()))

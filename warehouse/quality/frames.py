@@ -61,11 +61,19 @@ def violations_frame(con, run: str | None = None, checks=CROSS_ROW_CHECKS):
     return _frame(con, _VIOLATIONS_SQL, [list(checks), run, run])
 
 
+def same_database_cursor(con):
+    """A cursor reading the database `con` reads (DuckLake's is attached, not the default)."""
+    database = con.execute("SELECT current_database()").fetchone()[0]
+    cursor = con.cursor()
+    cursor.execute(f'USE "{database}"')
+    return cursor
+
+
 def _frame(con, sql: str, params: list):
     # Through Arrow: the same dtypes as `.df()`, about twice as fast on a million rows. A
     # cursor of its own, as DuckDB 2 refuses a relation on a connection with an unfinished
     # result (require_head's, say).
-    cursor = con.cursor()
+    cursor = same_database_cursor(con)
     try:
         return cursor.sql(sql, params=params).to_arrow_table().to_pandas()
     finally:

@@ -1,0 +1,145 @@
+"""DuckLake as the warehouse's engine: URLs, one schema, the same views, retried commits, migrate-to.
+
+The warehouse under test is a `ducklake:sqlite:` catalog in tmp_path (PostgreSQL runs in CI's
+stage, tests/warehouse/test_concurrency.py). Where DuckLake differs from the file (no keys,
+no indexes) the difference is asserted here, as docs/ducklake.md describes it.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from warehouse.cli import main
+from warehouse.config import parse_ducklake, resolve_db_url
+from warehouse.errors import TerminalError
+
+RUNS = ("20260702_020809", "20260719_045416_27b_mix4_hr")  # one run per node-file style
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    from ingest.sample import write_sample_root
+
+    sample = write_sample_root(tmp_path_factory.mktemp("sample") / "root", seed=0)
+    root = tmp_path_factory.mktemp("small") / "root"
+    for run in RUNS:
+        shutil.copytree(sample / run, root / run)
+    return root
+
+
+@pytest.fixture(scope="module")
+def file_and_lake(tmp_path_factory, small_root):
+    """The small root ingested into a file, and that file copied into DuckLake by migrate-to."""
+    tmp = tmp_path_factory.mktemp("engines")
+    file_url = resolve_db_url(tmp / "wh.duckdb")
+    lake_url = resolve_db_url(f"ducklake:sqlite:{tmp / 'catalog.sqlite'}", tmp / "files")
+    runner = CliRunner()
+    for args in (["--db", file_url, "init"], ["--db", file_url, "ingest", str(small_root)]):
+        result = runner.invoke(main, args)
+        assert result.exit_code in (0, 2), result.output  # 2: the sample's deliberate bad lines
+    result = runner.invoke(main, ["--db", file_url, "migrate-to", lake_url])
+    assert result.exit_code == 0, result.output
+    return file_url, lake_url, result.output
+
+
+def test_ducklake_urls_resolve_to_absolute_catalogs_and_data_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    url = resolve_db_url("ducklake:sqlite:cat.sqlite", "files")
+    target = parse_ducklake(url)
+    assert (target.catalog, target.location) == ("sqlite", str(tmp_path / "cat.sqlite"))
+    assert target.data_path == str(tmp_path / "files") + "/"
+    monkeypatch.setenv("ROLLOUT_WAREHOUSE_DATA_PATH", "s3://bucket/wh/")
+    pg = parse_ducklake(resolve_db_url("ducklake:postgres:dbname=wh host=/tmp"))
+    assert (pg.catalog, pg.location, pg.data_path) == ("postgres", "dbname=wh host=/tmp", "s3://bucket/wh/")
+    assert resolve_db_url("wh.duckdb") == f"duckdb:///{tmp_path / 'wh.duckdb'}"  # the file: unchanged
+    with pytest.raises(TerminalError, match="ducklake:sqlite:PATH"):
+        parse_ducklake("ducklake:mysql:x")
+
+
+def test_reading_a_catalog_that_does_not_exist_names_the_fix(tmp_path):
+    result = CliRunner().invoke(main, ["--db", f"ducklake:sqlite:{tmp_path / 'none.sqlite'}", "tables"])
+    assert result.exit_code == 1
+    assert "Error: no warehouse at" in result.output and "init" in result.output
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_one_schema_but_no_keys_or_indexes_on_ducklake(file_and_lake):
+    from warehouse.db import connect
+
+    file_url, lake_url, _ = file_and_lake
+
+    def shape(url):
+        with connect(url, read_only=True) as con:
+            cols = con.execute("SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
+                               "WHERE database_name = current_database() ORDER BY ALL").fetchall()
+            keys = con.execute("SELECT count(*) FROM duckdb_constraints() WHERE database_name = current_database() "
+                               "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')").fetchone()[0]
+            indexes = con.execute("SELECT count(*) FROM duckdb_indexes() "
+                                  "WHERE database_name = current_database()").fetchone()[0]
+        return cols, keys, indexes
+
+    file_cols, file_keys, file_indexes = shape(file_url)
+    lake_cols, lake_keys, lake_indexes = shape(lake_url)
+    assert lake_cols == file_cols  # every table, column, type and NOT NULL the same
+    assert file_keys > 0 and file_indexes == 3
+    assert lake_keys == 0 and lake_indexes == 0
+
+
+def test_every_view_reads_the_same_on_ducklake_as_on_the_file(file_and_lake):
+    from warehouse.migrate import view_files
+    from warehouse.query import run_query
+
+    file_url, lake_url, _ = file_and_lake
+    for name, _ in view_files():
+        on_file = run_query(file_url, f'SELECT * FROM "{name}" ORDER BY ALL')
+        on_lake = run_query(lake_url, f'SELECT * FROM "{name}" ORDER BY ALL')
+        assert on_lake.columns == on_file.columns and on_lake.rows == on_file.rows, name
+    assert run_query(lake_url, "SELECT count(*) FROM nodes").rows[0][0] > 0
+
+
+def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path):
+    from warehouse.query import list_tables
+
+    file_url, lake_url, output = file_and_lake
+    assert "every row count matches" in output and "node_payloads" in output
+    back = resolve_db_url(tmp_path / "back.duckdb")
+    result = CliRunner().invoke(main, ["--db", lake_url, "migrate-to", str(tmp_path / "back.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert list_tables(back).rows == list_tables(file_url).rows
+    again = CliRunner().invoke(main, ["--db", lake_url, "migrate-to", str(tmp_path / "back.duckdb")])
+    assert again.exit_code == 1 and "already holds data" in again.output
+
+
+def test_the_gate_and_metrics_run_on_ducklake(file_and_lake):
+    _, lake_url, _ = file_and_lake
+    for args in (["check"], ["metrics", "--format", "csv"]):
+        result = CliRunner().invoke(main, ["--db", lake_url, *args])
+        assert result.exit_code == 0, result.output
+
+
+def test_a_commit_that_loses_the_race_is_redone_on_the_new_snapshot(tmp_path):
+    """Two writers take max(source_id) + 1 in their snapshots; the one whose commit loses is
+    redone from the start, so the ids stay unique (DuckLake's own retry would commit both)."""
+    from ingest.sources import lookup_source_id, open_source
+    from warehouse.db import connect, transaction
+    from warehouse.migrate import init_db
+
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'catalog.sqlite'}")
+    init_db(url)
+    attempts = []
+    with connect(url) as a, connect(url) as b:
+        def work():
+            attempts.append(lookup_source_id(a, "train://a")[0])
+            open_source(a, source_id=attempts[-1], existed=False, path="train://a", kind="train_round")
+            if len(attempts) == 1:  # meanwhile another process lands its own source
+                def other():
+                    sid, _ = lookup_source_id(b, "train://b")
+                    open_source(b, source_id=sid, existed=False, path="train://b", kind="train_round")
+                transaction(b, other)
+
+        transaction(a, work)
+        rows = a.execute("SELECT path, source_id FROM sources ORDER BY path").fetchall()
+    assert attempts == [1, 2]
+    assert rows == [("train://a", 2), ("train://b", 1)]
