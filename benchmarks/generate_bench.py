@@ -204,7 +204,19 @@ def paged_run(model, prompts, lengths, utilization: float, out: dict, lookahead:
     else:  # a CPU smoke run: room for every row
         blocks = 1 + sum(-(-(len(p) + n) // 16) for p, n in zip(prompts, lengths))
     generator = PagedGenerator(model, [], num_blocks=blocks, lookahead=lookahead)
-    got = generator.generate(prompts, lengths, SamplingConfig(max_new_tokens=max(lengths), seed=0))
+    start, last = time.perf_counter(), [0.0]
+
+    def progress(generated: int, running: int, waiting: int) -> None:
+        # a line every 10 s: a run cut off by the call's limit still shows its rate
+        now = time.perf_counter() - start
+        if now - last[0] >= 10:
+            last[0] = now
+            print(f"  paged {now:6.1f} s: {generated:,} tokens ({generated / now:,.0f} tok/s), "
+                  f"{running} running, {waiting} waiting, {len(generator.graphs)} graphs, "
+                  f"{generator.preemptions} preemptions", flush=True)
+
+    got = generator.generate(prompts, lengths, SamplingConfig(max_new_tokens=max(lengths), seed=0),
+                             progress=progress)
     assert [len(t) for t, _ in got] == list(lengths), "every row must generate exactly its forced length"
     out.update(kv_blocks=blocks, preemptions=generator.preemptions, result=got)
 

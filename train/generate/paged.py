@@ -259,8 +259,9 @@ class PagedGenerator:
         self._torch = torch
 
     def generate(self, prompts: list[list[int]], budgets: list[int], sampling,
-                 rows: list[int] | None = None) -> list[tuple[list[int], list[float]]]:
-        """(token ids, logprobs) per prompt; `rows` are the noise indices (default 0..n-1)."""
+                 rows: list[int] | None = None, progress=None) -> list[tuple[list[int], list[float]]]:
+        """(token ids, logprobs) per prompt; `rows` are the noise indices (default 0..n-1).
+        `progress(generated, running, waiting)` is called after every host sync."""
         rows = list(range(len(prompts))) if rows is None else rows
         pending = [Row(r, list(p), b) for r, p, b in zip(rows, prompts, budgets)]
         self.keys = dict(zip(rows, row_keys(sampling.seed, rows, self.device).tolist()))
@@ -283,6 +284,8 @@ class PagedGenerator:
             while waiting or running:
                 self._admit(waiting, running)
                 self._decode(waiting, running)
+                if progress is not None:
+                    progress(sum(len(r.tokens) for r in pending), len(running), len(waiting))
         for prompt in list(self.shared):
             self._drop_shared(prompt)
         return [(row.tokens, row.logprobs) for row in pending]
