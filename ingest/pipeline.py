@@ -209,13 +209,20 @@ class _Walker:
         self.known = known_sources(con)
         self.next_id = max((v[0] for v in self.known.values()), default=0) + 1
         self.lost_since = None  # when DuckLake commits started losing to other writers
+        self.lake_floor = 0  # DuckLake: the next id past those claimed in this transaction
 
     def claim(self, path: str) -> tuple[int, bool]:
         """(source id, whether the path was loaded before). The file has one writer, so ids
         are counted here; on DuckLake other writers commit meanwhile, so the id is read in
         the transaction (a path another process loaded is replaced, never duplicated)."""
         if self.lake:
-            return lookup_source_id(self.con, path)
+            # a group's sources rows are inserted together after every claim, so max() + 1
+            # alone would give each new file of the group the same id
+            source_id, existed = lookup_source_id(self.con, path)
+            if not existed:
+                source_id = max(source_id, self.lake_floor)
+                self.lake_floor = source_id + 1
+            return source_id, existed
         if path in self.known:
             return self.known[path][0], True
         self.next_id += 1
@@ -318,6 +325,7 @@ class _Walker:
         """
         first_id, landed = self.next_id, []
         at_once = at_once and len(keyed) > 1 and keyed[0][1].kind == "nodes"
+        self.lake_floor = 0
         self.con.execute("BEGIN TRANSACTION")
         try:
             if at_once:

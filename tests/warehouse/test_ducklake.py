@@ -83,7 +83,7 @@ def test_one_schema_but_no_keys_or_indexes_on_ducklake(file_and_lake):
     file_cols, file_keys, file_indexes = shape(file_url)
     lake_cols, lake_keys, lake_indexes = shape(lake_url)
     assert lake_cols == file_cols  # every table, column, type and NOT NULL the same
-    assert file_keys > 0 and file_indexes == 3
+    assert file_keys > 0 and file_indexes > 0
     assert lake_keys == 0 and lake_indexes == 0
 
 
@@ -110,6 +110,26 @@ def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path)
     assert list_tables(back).rows == list_tables(file_url).rows
     again = CliRunner().invoke(main, ["--db", lake_url, "migrate-to", str(tmp_path / "back.duckdb")])
     assert again.exit_code == 1 and "already holds data" in again.output
+
+
+def test_ingest_straight_into_ducklake_gives_the_files_rows_with_one_id_per_source(file_and_lake, small_root,
+                                                                                   tmp_path):
+    """A batch's node files land in one transaction with their sources rows inserted together,
+    so each new file must get its own id there too (max() + 1 alone gave them all the same)."""
+    from warehouse.query import run_query
+
+    file_url, _, _ = file_and_lake
+    lake_url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'direct.sqlite'}", tmp_path / "files")
+    runner = CliRunner()
+    assert runner.invoke(main, ["--db", lake_url, "init"]).exit_code == 0
+    for _ in range(2):  # the second run finds every file unchanged
+        result = runner.invoke(main, ["--db", lake_url, "ingest", str(small_root)])
+        assert result.exit_code in (0, 2), result.output
+    ids = "SELECT count(*), count(DISTINCT source_id), count(DISTINCT path) FROM sources"
+    total, distinct_ids, distinct_paths = run_query(lake_url, ids).rows[0]
+    assert total == distinct_ids == distinct_paths == run_query(file_url, ids).rows[0][0]
+    per_run = "SELECT run_id, count(*) FROM nodes GROUP BY ALL ORDER BY ALL"
+    assert run_query(lake_url, per_run).rows == run_query(file_url, per_run).rows
 
 
 def test_the_gate_and_metrics_run_on_ducklake(file_and_lake):
