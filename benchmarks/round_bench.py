@@ -145,9 +145,10 @@ def compare(db: Path, results: list[dict]) -> None:
         nodes = {r["run_id"]: con.execute(NODES_SQL, [r["run_id"]]).fetchall() for r in results}
     for other in results[1:]:
         for a, b in zip(other["steps"], base["steps"]):
-            rate = a["gen_tokens_per_s"] / b["gen_tokens_per_s"] if a["gen_tokens_per_s"] and b["gen_tokens_per_s"] else None
-            same = [x for x in nodes[other["run_id"]] if x[0] == a["step"]] == [x for x in nodes[base["run_id"]]
-                                                                                 if x[0] == a["step"]]
+            rates = a["gen_tokens_per_s"], b["gen_tokens_per_s"]
+            rate = rates[0] / rates[1] if all(rates) else None
+            same = [x for x in nodes[other["run_id"]] if x[0] == a["step"]] == \
+                [x for x in nodes[base["run_id"]] if x[0] == a["step"]]
             print(f"round {a['step']}: {other['nproc']} ranks / {base['nproc']}: gen tokens/s "
                   f"{a['gen_tokens_per_s']} / {b['gen_tokens_per_s']} = {rate and round(rate, 2)}x; step "
                   f"{a['total_s']} / {b['total_s']} s; update_actor {a['update_actor_s']} / {b['update_actor_s']} s; "

@@ -104,6 +104,7 @@ class DealtBackend:
 
 
 def generate_share(rank: int, size: int, backend, call: Call) -> Share:
+    """This rank's requests of `call`, generated with the noise they have in the whole call."""
     indices = share_of(len(call.requests), rank, size)
     completions = backend.generate(call.requests, call.sampling, indices=indices) if indices else []
     return Share(rank, indices, completions)
