@@ -16,6 +16,10 @@ tokens (`nodes.n_response_tokens`), printing the round's tokens/s (generated tok
 
     PYTHONPATH=. python3 benchmarks/round_bench.py --size 8b --rounds 2 --out round_8b.json
 
+`--nproc 1,2` runs the same rounds once per rank count in the same call (`train run --nproc N`,
+one GPU per rank, every rank generating its share of each call), then prints each count's
+generation tokens/s over the first's and whether the rounds are identical node by node.
+
 A failed run (e.g. an OOM) prints the trainer's one `Error:` line and what it had written.
 """
 from __future__ import annotations
@@ -90,6 +94,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--dir", default="/tmp/round_bench", help="model, warehouse and checkpoints go here")
     parser.add_argument("--set", dest="sets", action="append", default=[], help="passed to train run --set")
+    parser.add_argument("--nproc", default="1", help="rank counts to run in turn, e.g. 1,2")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     root = Path(args.dir) / args.size
@@ -97,21 +102,57 @@ def main() -> None:
     start = time.perf_counter()
     model = build(args.size, root / "model")
     print(f"model {model} ready in {time.perf_counter() - start:.0f} s", flush=True)
-    db, run_id = root / "w.duckdb", f"round_bench_{args.size.replace('.', 'p')}_{int(time.time())}"
+    db, stem = root / "w.duckdb", f"round_bench_{args.size.replace('.', 'p')}_{int(time.time())}"
     subprocess.run([sys.executable, "-m", "warehouse.cli", "--db", str(db), "init"], check=True)
+    results = [run_once(args, model, root, db, f"{stem}_np{n}", n) for n in map(int, args.nproc.split(","))]
+    if len(results) > 1:
+        compare(db, results)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+
+
+def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int) -> dict:
     command = [sys.executable, "-m", "train.cli", "run", "--arm", args.arm, "--model", str(model),
                "--rounds", str(args.rounds), "--no-health-gate", "--device", args.device, "--db", str(db),
                "--checkpoint-dir", str(root / "ck"), "--run-id", run_id]
+    if nproc > 1:  # 1: the plain one-process run, the baseline
+        command += ["--nproc", str(nproc)]
     for pair in args.sets:
         command += ["--set", pair]
     print(" ".join(command), flush=True)
     done = subprocess.run(command)
-    result = {"size": args.size, "arm": args.arm, "command": command, "exit_code": done.returncode,
-              **read_back(db, run_id)}
+    result = {"size": args.size, "arm": args.arm, "nproc": nproc, "run_id": run_id, "command": command,
+              "exit_code": done.returncode, **read_back(db, run_id)}
     for step in result["steps"]:
         print(json.dumps(step), flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1))
+    return result
+
+
+NODES_SQL = """SELECT n."round", n."task", n."node_id", n."status", md5(coalesce(p."code", '')),
+       p."response_token_ids"
+FROM "nodes" n JOIN "node_payloads" p USING ("source_id", "line_no")
+WHERE n."run_id" = ?
+ORDER BY 1, 2, n."step", n."line_no"
+"""
+
+
+def compare(db: Path, results: list[dict]) -> None:
+    """Each rank count against the first: generation tokens/s ratio per round, node identity."""
+    from warehouse.db import connect
+
+    base = results[0]
+    with connect(f"duckdb:///{db}", read_only=True) as con:
+        nodes = {r["run_id"]: con.execute(NODES_SQL, [r["run_id"]]).fetchall() for r in results}
+    for other in results[1:]:
+        for a, b in zip(other["steps"], base["steps"]):
+            rates = a["gen_tokens_per_s"], b["gen_tokens_per_s"]
+            rate = rates[0] / rates[1] if all(rates) else None
+            same = [x for x in nodes[other["run_id"]] if x[0] == a["step"]] == \
+                [x for x in nodes[base["run_id"]] if x[0] == a["step"]]
+            print(f"round {a['step']}: {other['nproc']} ranks / {base['nproc']}: gen tokens/s "
+                  f"{a['gen_tokens_per_s']} / {b['gen_tokens_per_s']} = {rate and round(rate, 2)}x; step "
+                  f"{a['total_s']} / {b['total_s']} s; update_actor {a['update_actor_s']} / {b['update_actor_s']} s; "
+                  f"identical node by node: {'yes' if same else 'no'}", flush=True)
 
 
 if __name__ == "__main__":

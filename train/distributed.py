@@ -1,10 +1,11 @@
 """`train run` on several processes: torchrun's ranks, the messages rank 0 sends, the launcher.
 
-Under torchrun (WORLD_SIZE > 1) every rank holds an FSDP shard of the policy for the update;
-rank 0 alone generates (on its own unsharded copy), executes, writes the warehouse and checks
-the gates. The ranks meet at share points, where rank 0 broadcasts one message: the round's
-learner samples, or STOP with its exit status when it failed on its own (gen, a write, the
-health gate, Ctrl-C). Every other rank then leaves with that status instead of waiting in a
+Under torchrun (WORLD_SIZE > 1) every rank holds an FSDP shard of the policy for the update
+and an unsharded copy for generation: each rank generates its share of every generation call
+(train.generate.ranks); rank 0 alone executes, writes the warehouse and checks the gates. The
+ranks meet at share points, where rank 0 broadcasts one message: a generation call, the
+round's learner samples, or STOP with its exit status when it failed on its own (gen, a
+write, the health gate, Ctrl-C). Every other rank then leaves with that status instead of waiting in a
 collective forever. A rank-0 failure inside a collective (the update itself) cannot be
 announced; torchrun's agent then ends the other ranks.
 
@@ -52,7 +53,7 @@ class Team:
     rank: int = 0
     size: int = 1
     device: str = "auto"
-    sharded: bool = False  # launched by torchrun (any size, 1 too): FSDP update, rank 0's generation copy
+    sharded: bool = False  # launched by torchrun (any size, 1 too): FSDP update, a generation copy per rank
     _announced: bool = False
 
     @property

@@ -107,8 +107,9 @@ def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
     """Run `opts.rounds` rounds; every finished round is in the warehouse (or spooled).
 
     `monitor` (train.progress.LiveProgress) draws each round and step live at a terminal.
-    Under torchrun every rank calls it: rank 0 does the rounds, the others join each GRPO step
-    (train.distributed); they return an empty report."""
+    Under torchrun every rank calls it: rank 0 does the rounds, the others generate their share
+    of each generation call (train.generate.ranks) and join each GRPO step (train.distributed);
+    they return an empty report."""
     from train.distributed import join_team, leave_team
 
     team = join_team(opts.device)
@@ -123,7 +124,6 @@ def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
 
 def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     from train.learn.session import after_commit
-    from train.rollout.round import run_round
     from train.writer import RoundWrite
 
     check_backend(opts, team)
@@ -140,22 +140,23 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
         _prepare_model(opts, team, log)
     run_id = team.share(run_id)
     policy = _load_policy(opts, arm, log)
-    generator = _generation_copy(policy, opts) if team.sharded and team.main else policy
+    generator = _generation_copy(policy, opts) if team.sharded and opts.learn else policy
     learner = _learner(policy, arm, overrides, opts, resume, team, knobs) if opts.learn else None
     if learner is not None and team.sharded:
         _sync_generator(generator, learner, team)
+    progress = None if opts.quiet or monitor is not None else log
     with team.alone():
-        ctx = _round_context(opts, arm, knobs, tasks, generator, run_id, log, monitor) if team.main else None
+        backend = _generation_backend(opts, arm, knobs, generator, team, progress)
+        ctx = _round_context(opts, arm, knobs, tasks, backend, run_id, log, progress, monitor) if team.main else None
     first = opts.first_round or (resume.step + 1 if resume else 1)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
         timer = GuardedTimer(arm, round_no, watch=monitor)
         with team.alone():
-            if team.main:
-                if monitor is not None:
-                    monitor.round_started(round_no, arm.expansions_per_round, len(tasks))
-                with timer.phase("gen"):
-                    result = run_round(round_no, trees, ctx)
+            if monitor is not None:
+                monitor.round_started(round_no, arm.expansions_per_round, len(tasks))
+            with timer.phase("gen"):
+                result = _generate_round(round_no, trees, ctx, team, backend)
         step = None
         if learner is not None:
             if monitor is not None:
@@ -163,7 +164,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
             samples = team.share(round_samples(result) if team.main else None)
             metrics = learner.step(samples, timer, round_no)  # adv, old_log_prob, ref, update_actor
             with timer.phase("update_weights"):
-                _update_weights(ctx.backend if team.main else None, learner, opts, run_id, round_no, team, generator, log)
+                _update_weights(backend, learner, opts, run_id, round_no, team, generator, log)
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
@@ -388,8 +389,8 @@ def _load_policy(opts: RunOptions, arm: Arm, log):
     return load_policy(opts.model, opts.device, lora=lora, tiny_cache=opts.tiny_cache, log=log)
 
 
-def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy, run_id: str, log,
-                   monitor=None):
+def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backend, run_id: str, log,
+                   progress=None, monitor=None):
     from train.env import Limits, LocalExecutor
     from train.generate.base import SamplingConfig
     from train.rollout.round import RoundContext
@@ -401,14 +402,38 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, policy
     settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
                               initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
                               softmax_temperature=knobs.softmax_temperature)
-    backend = make_backend(opts, arm, knobs, policy)
     for note in getattr(backend, "notes", ()):  # e.g. vLLM's length bounded by the model's
         log(note)
     return RoundContext(tasks=tasks, backend=backend, sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers, gpus=exec_gpus(opts, log)),
                         limits=Limits(timeout_s=knobs.exec_timeout_s),
-                        progress=None if opts.quiet or monitor is not None else log, monitor=monitor)
+                        progress=progress, monitor=monitor)
+
+
+def _generation_backend(opts: RunOptions, arm: Arm, knobs: Knobs, generator, team, progress=None):
+    """This rank's generation backend. With several ranks rank 0's deals each generation call
+    over every rank, each on its own copy of the policy (train.generate.ranks)."""
+    backend = make_backend(opts, arm, knobs, generator)
+    if team.size == 1 or not team.main:
+        return backend
+    from train.generate.ranks import DealtBackend
+
+    return DealtBackend(team, backend, log=progress)
+
+
+def _generate_round(round_no: int, trees, ctx, team, backend):
+    """Rank 0 runs the round (its backend deals each call over the ranks, and it executes and
+    records the nodes); every other rank generates its shares until rank 0 has the round."""
+    from train.generate.ranks import end_generation, serve_generation
+    from train.rollout.round import run_round
+
+    if not team.main:
+        serve_generation(team, backend)
+        return None
+    result = run_round(round_no, trees, ctx)
+    end_generation(team)
+    return result
 
 
 def exec_gpus(opts: RunOptions, log) -> list[int]:
@@ -495,7 +520,7 @@ def _update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, ro
                     generator=None, log=_quiet) -> None:
     """Make the generator sample from the updated policy. The transformers backend shares the
     module, so it already does; vLLM gets the adapter saved and served under a fresh id.
-    Under FSDP the adapter is gathered first (every rank) into rank 0's generation copy."""
+    Under FSDP the adapter is gathered (every rank) and loaded into every rank's generation copy."""
     if team is not None and team.sharded:
         return _update_sharded(backend, learner, opts, run_id, round_no, team, generator, log)
     if not hasattr(backend, "set_adapter"):
@@ -527,8 +552,9 @@ def _update_sharded(backend, learner: Learner, opts: RunOptions, run_id: str, ro
 
 
 def _generation_copy(policy, opts: RunOptions):
-    """Rank 0's unsharded policy for generation (FSDP shards the training one); taken before
-    the learner prepares and shards it. vLLM loads its own weights: no copy."""
+    """This rank's unsharded policy for generation (FSDP shards the training one; every rank
+    generates its share of each call); taken before the learner prepares and shards it. vLLM
+    loads its own weights: no copy."""
     if opts.backend == "vllm":
         return policy
     import copy
@@ -537,12 +563,12 @@ def _generation_copy(policy, opts: RunOptions):
 
 
 def _sync_generator(generator, learner: Learner, team) -> dict:
-    """Gather the adapter (a collective: every rank calls it) and load it into rank 0's
-    generation copy; returns the gathered state."""
+    """Gather the adapter (a collective: every rank calls it) and load it into this rank's
+    generation copy, so every rank samples from rank 0's weights; returns the gathered state."""
     from train.learn.fsdp import full_adapter_state
 
     state = full_adapter_state(learner.policy.model)
-    if team.main and generator is not None and generator.model is not learner.policy.model:
+    if generator is not None and generator.model is not learner.policy.model:
         result = generator.model.load_state_dict(state, strict=False)
         if result.unexpected_keys:
             raise TerminalError(f"the generation copy lacks adapter weights {result.unexpected_keys[:3]}")

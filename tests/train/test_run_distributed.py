@@ -1,5 +1,6 @@
-"""`train run` under several ranks (CPU, gloo): `--nproc 2` writes what one rank writes, and a
-failure of rank 0 alone stops every rank instead of leaving them waiting in a collective."""
+"""`train run` under several ranks (CPU, gloo): `--nproc 2`, every rank generating its share of
+each call, writes the nodes one rank writes, node by node; a failure of rank 0 alone stops
+every rank instead of leaving them waiting in a collective."""
 from __future__ import annotations
 
 import multiprocessing
@@ -39,17 +40,63 @@ def _counts(db_url: str, run_id: str) -> dict:
                 "runs": one('SELECT count(*) FROM "runs" WHERE "run_id" = ?')}
 
 
+NODE_ROWS_SQL = """SELECT n."round", n."task", n."node_id", n."parent_id", n."mode", n."status", p."code",
+       p."response_token_ids", p."response_logprobs"
+FROM "nodes" n JOIN "node_payloads" p USING ("source_id", "line_no")
+WHERE n."run_id" = ?
+ORDER BY n."round", n."task", n."step", n."line_no"
+"""
+
+
+def _node_rows(db_url: str, run_id: str) -> list[tuple]:
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:
+        return con.execute(NODE_ROWS_SQL, [run_id]).fetchall()
+
+
+def _spread_rewards(monkeypatch) -> None:
+    """The random model's siblings all fail alike: no advantage, no update. The learner sees
+    rewards 0, 1, 0, 1, ... instead, so step 1 moves the adapter and round 2 samples from the
+    weights each rank's generation copy got (the ranks are forked: they see the patch)."""
+    import dataclasses
+
+    import train.run
+
+    graded = train.run.round_samples
+    monkeypatch.setattr(train.run, "round_samples", lambda result: [
+        dataclasses.replace(s, reward=float(i % 2)) for i, s in enumerate(graded(result))])
+
+
+# two tasks (one sibling group each per call, so each rank generates one), two expansion
+# indices per round (the second may pick a parent the first made), a large learning rate so
+# round 2's tokens show the update
+RMSE = "mini-regression-rmse"
+DEALT = ["--tasks", f"{TASK},{RMSE}", "--set", "expansions_per_round=2", "--set", "learning_rate=0.05"]
+
+
 @pytest.mark.timeout(150)
-def test_two_ranks_write_the_rows_one_rank_writes_and_a_checkpoint_per_step(db_url, model_dir, tmp_path):
-    two = _train(model_dir, db_url, tmp_path / "ckpt", "two", "--no-health-gate", "--nproc", "2")
-    assert two.exit_code == 0, two.output
+def test_two_ranks_generate_the_round_one_process_generates_node_by_node(db_url, model_dir, tmp_path, monkeypatch,
+                                                                         capfd):
+    _spread_rewards(monkeypatch)
+    two = _train(model_dir, db_url, tmp_path / "ckpt", "two", "--no-health-gate", "--nproc", "2", *DEALT)
+    ranks = capfd.readouterr()
+    assert two.exit_code == 0, two.output + ranks.err
     assert "Done: run two, 2 round(s)." in two.output
-    one = _train(model_dir, db_url, tmp_path / "ckpt", "one", "--no-health-gate")
+    # each call's two sibling groups: one generated on rank 0, one on rank 1
+    assert ranks.out.count("generation dealt over 2 ranks: 2, 2 rows") == 4, ranks.out
+    one = _train(model_dir, db_url, tmp_path / "ckpt", "one", "--no-health-gate", *DEALT)
     assert one.exit_code == 0, one.output
-    want, got = _counts(db_url, "one"), _counts(db_url, "two")
-    assert got == want
-    assert want["nodes"] == [(1, 2), (2, 2)] and want["steps"] == [(1,), (2,)] and want["runs"] == [(1,)]
-    assert [row[1] for row in got["step_metrics"]] == [row[1] for row in want["step_metrics"]]  # same samples
+    want, got = _node_rows(db_url, "one"), _node_rows(db_url, "two")
+    assert [row[:2] for row in want] == [(r, t) for r in (1, 2) for t in sorted((TASK, RMSE)) for _ in range(4)]
+    assert [row[:-1] for row in got] == [row[:-1] for row in want]  # ids, parents, modes, status, code, token ids
+    for g, w in zip(got, want):
+        assert g[-1] == pytest.approx(w[-1], abs=1e-4)  # logprobs
+    rounds = {r: {tuple(row[-2]) for row in want if row[0] == r} for r in (1, 2)}
+    assert all(len(tokens) == 8 for tokens in rounds.values())  # siblings differ: a real sample
+    want_counts, got_counts = _counts(db_url, "one"), _counts(db_url, "two")
+    assert got_counts == want_counts
+    assert want_counts["steps"] == [(1,), (2,)] and want_counts["runs"] == [(1,)]
     for run_id in ("one", "two"):
         steps = sorted(p.name for p in (tmp_path / "ckpt" / run_id).glob("global_step_*"))
         assert steps == ["global_step_1", "global_step_2"], run_id

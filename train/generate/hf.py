@@ -36,32 +36,37 @@ class HFBackend:
         self.max_batch = max_batch
         self._compiled = None
 
-    def generate(self, requests: list[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
+    def generate(self, requests: list[GenRequest], sampling: SamplingConfig,
+                 indices: list[int] | None = None) -> list[list[Completion]]:
+        """One list of completions per request; with `indices`, only for those requests (in that
+        order), each row sampled with the noise it has in the whole call (its index among all
+        the call's rows), so a rank that generates a share of the call (train.generate.ranks)
+        yields the tokens one process yields for those requests."""
         plans = plan_prompts(self.tokenizer, requests, sampling)
-        rows = [(i, plan) for i, (r, plan) in enumerate(zip(requests, plans)) if plan.error is None
-                for _ in range(r.n)]
-        sampled = self._sample_rows([plan for _, plan in rows], sampling)
-        out: list[list[Completion]] = [failed(r.messages, p, r.n) if p.error else [] for r, p in zip(requests, plans)]
-        for (i, plan), (ids, lps) in zip(rows, sampled):
-            out[i].append(completion_from_tokens(self.tokenizer, requests[i].messages, plan.token_ids, ids, lps))
-        return out
+        wanted = range(len(requests)) if indices is None else indices
+        noise = _noise_rows(requests, plans)
+        rows = [(i, row) for i in wanted for row in noise[i]]  # a failed prompt has no rows
+        sampled = self._sample_rows([plans[i] for i, _ in rows], sampling, [row for _, row in rows])
+        out = {i: failed(requests[i].messages, plans[i], requests[i].n) if plans[i].error else [] for i in wanted}
+        for (i, _), (ids, lps) in zip(rows, sampled):
+            out[i].append(completion_from_tokens(self.tokenizer, requests[i].messages, plans[i].token_ids, ids, lps))
+        return [out[i] for i in wanted]
 
-    def _sample_rows(self, plans, sampling: SamplingConfig) -> list[tuple[list[int], list[float]]]:
-        """Sample each planned row; rows are sorted by prompt length to limit padding."""
-        import torch
-
+    def _sample_rows(self, plans, sampling: SamplingConfig, rows: list[int]) -> list[tuple[list[int], list[float]]]:
+        """Sample each planned row; `rows` are their noise indices."""
         if not plans:
             return []
         was_training = self.model.training
         self.model.eval()  # a model left in train mode after an update would run checkpointing, no KV cache
         try:
-            return self._sample_paged(plans, sampling) if self.paged else self._sample_sorted(plans, sampling)
+            if self.paged:
+                return self._sample_paged(plans, sampling, rows)
+            return self._sample_sorted(plans, sampling, rows)
         finally:
             self.model.train(was_training)
 
-    def _sample_sorted(self, plans, sampling: SamplingConfig) -> list[tuple[list[int], list[float]]]:
-        import torch
-
+    def _sample_sorted(self, plans, sampling: SamplingConfig, rows: list[int]) -> list[tuple[list[int], list[float]]]:
+        """Rows sorted by prompt length (less padding), in batches of `max_batch`."""
         order = sorted(range(len(plans)), key=lambda i: len(plans[i].token_ids))
         size = self.max_batch or len(plans)
         results: dict[int, tuple] = {}
@@ -69,13 +74,13 @@ class HFBackend:
             chunk = order[start:start + size]
             batch = make_batch([plans[i].token_ids for i in chunk], [plans[i].max_new_tokens for i in chunk],
                                self.pad_id, self.device)
-            keys = row_keys(sampling.seed, chunk, self.device)
+            keys = row_keys(sampling.seed, [rows[i] for i in chunk], self.device)
             ids, lps = decode(self.model, batch, self.eos_ids, self.pad_id, sampling, keys,
                               static=self.fast, step_fn=self._step_fn())
             results.update({i: (a, b) for i, a, b in zip(chunk, ids, lps)})
         return [results[i] for i in range(len(plans))]
 
-    def _sample_paged(self, plans, sampling: SamplingConfig) -> list[tuple[list[int], list[float]]]:
+    def _sample_paged(self, plans, sampling: SamplingConfig, rows: list[int]) -> list[tuple[list[int], list[float]]]:
         from train.generate.paged import BLOCK_SIZE, PagedGenerator, kv_blocks_for
 
         blocks = self.kv_blocks
@@ -87,7 +92,8 @@ class HFBackend:
                                    lookahead=self.lookahead)
         self.last_generator = generator
         try:
-            return generator.generate([p.token_ids for p in plans], [p.max_new_tokens for p in plans], sampling)
+            return generator.generate([p.token_ids for p in plans], [p.max_new_tokens for p in plans], sampling,
+                                      rows=rows)
         finally:
             generator.pool = None  # the pool's memory goes back before the learner's phases
             if self.device.type == "cuda":
@@ -116,3 +122,14 @@ class HFBackend:
     def pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.eos_ids[0]
+
+
+def _noise_rows(requests: list[GenRequest], plans) -> list[range]:
+    """Each request's rows' noise indices: the call's runnable rows numbered in request order
+    (a request whose prompt failed its caps has none and takes no numbers)."""
+    out, start = [], 0
+    for request, plan in zip(requests, plans):
+        n = 0 if plan.error else request.n
+        out.append(range(start, start + n))
+        start += n
+    return out

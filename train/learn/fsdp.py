@@ -8,7 +8,8 @@ global token count times the world size, and the gradient reduce-scatter average
 ranks (gloo has no pre-multiplied sum, so we keep FSDP's default average).
 
 The loop around it (train/run.py, train/distributed.py): `train run` under torchrun, or
-`train run --nproc N`; rank 0 generates on an unsharded copy and all ranks run the step.
+`train run --nproc N`; every rank generates its share of the round on an unsharded copy
+(train/generate/ranks.py) and all ranks run the step.
 Checkpoints gather the full adapter and optimizer state to rank 0 (train/learn/checkpoint.py).
 CPU tests use the gloo backend with 2 processes (tests/train/learn/test_learn_fsdp.py,
 tests/train/test_run_distributed.py).

@@ -48,6 +48,29 @@ def test_a_rows_tokens_do_not_depend_on_the_rows_beside_it(policy, messages):
     assert _tokens(first)[0] == _tokens(together)[0]
 
 
+@pytest.mark.parametrize("paged", [True, False], ids=["paged", "static"])
+def test_a_share_of_a_calls_requests_yields_their_completions_in_the_whole_call(policy, messages, paged):
+    # a torchrun rank generates a share of each call (train.generate.ranks); request 1's prompt
+    # is over the cap: its nodes fail and take no noise index, on every rank
+    from train.policy.chat import prompt_token_ids
+
+    requests = _requests(messages)
+    cap = len(prompt_token_ids(policy.tokenizer, requests[1].messages)) - 1
+    sampling = SamplingConfig(max_new_tokens=16, seed=5, prompt_cap=cap)
+    backend = HFBackend(policy.model, policy.tokenizer, paged=paged)
+    whole = backend.generate(requests, sampling)
+    assert whole[1][0].error and all(c.error is None for i in (0, 2, 3) for c in whole[i])
+    shares = {(3, 1): backend.generate(requests, sampling, indices=[3, 1]),
+              (0, 2): backend.generate(requests, sampling, indices=[0, 2])}
+    for indices, share in shares.items():
+        assert _tokens(share) == _tokens([whole[i] for i in indices])
+        for got, i in zip(share, indices):
+            assert [c.response_logprobs for c in got] == [pytest.approx(c.response_logprobs, abs=1e-4) for c in whole[i]]
+            assert [c.error for c in got] == [c.error for c in whole[i]]
+    # the noise index is what makes it so: request 3 alone, its rows numbered from 0, differs
+    assert _tokens(backend.generate(requests[3:], sampling)) != _tokens([whole[3]])
+
+
 @pytest.mark.parametrize("lookahead", [1, 6])
 def test_preemption_and_recompute_yield_the_unconstrained_completions(policy, messages, lookahead):
     sampling = SamplingConfig(max_new_tokens=40, seed=11)
