@@ -77,6 +77,9 @@ class Knobs:
     softmax_temperature: float = 0.5
     initial_drafts: int = 1
     exec_timeout_s: float = 120.0
+    # execute a sibling group as soon as it has ended while the round's other groups generate:
+    # auto = when generation runs on a GPU (on CPU the two would share the same cores)
+    overlap_exec: str = "auto"  # auto | on | off
     tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
     update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
     clip_eps: float = 0.2  # policy loss: importance ratio clipped to [1 - eps, 1 + eps]
@@ -408,7 +411,16 @@ def _round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backen
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers, gpus=exec_gpus(opts, log)),
                         limits=Limits(timeout_s=knobs.exec_timeout_s),
-                        progress=progress, monitor=monitor)
+                        progress=progress, monitor=monitor, overlap_exec=_overlap_exec(knobs, backend))
+
+
+def _overlap_exec(knobs: Knobs, backend) -> bool:
+    if knobs.overlap_exec not in ("auto", "on", "off"):
+        raise TerminalError(f"--set overlap_exec={knobs.overlap_exec}: use auto, on or off")
+    if knobs.overlap_exec != "auto":
+        return knobs.overlap_exec == "on"
+    device = getattr(backend, "device", None)
+    return getattr(device, "type", None) == "cuda"
 
 
 def _generation_backend(opts: RunOptions, arm: Arm, knobs: Knobs, generator, team, progress=None):

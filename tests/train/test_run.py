@@ -231,3 +231,17 @@ def train_run_learner_resume():
 
     policy = SimpleNamespace(model=__import__("torch").nn.Linear(2, 2))
     return _learner(policy, get_arm("hr24k_u6"), {"learning_rate": 1e-4}, RunOptions(), ResumePoint("r", 1))
+
+
+def test_overlap_exec_is_on_for_a_gpu_backend_by_default_and_settable():
+    import types
+
+    from train.run import Knobs, _overlap_exec
+
+    gpu, cpu = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda")), object()
+    assert _overlap_exec(Knobs(), gpu) and not _overlap_exec(Knobs(), cpu)
+    assert _overlap_exec(Knobs(overlap_exec="on"), cpu) and not _overlap_exec(Knobs(overlap_exec="off"), gpu)
+    with pytest.raises(TerminalError, match="overlap_exec=sometimes: use auto, on or off"):
+        _overlap_exec(Knobs(overlap_exec="sometimes"), gpu)
+    _, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False, sets={"overlap_exec": "on"}))
+    assert knobs.overlap_exec == "on" and overrides["overlap_exec"] == "on"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -35,12 +36,19 @@ class LocalExecutor:
         self.max_workers = max_workers or os.cpu_count() or 1
         self.gpu_pool = GpuPool(gpus)
         self._warned = False
+        # calls may come from several threads at once (a round's groups executing while others
+        # generate): together they still run at most max_workers nodes
+        self._slots = threading.BoundedSemaphore(self.max_workers)
 
     def run(self, jobs: list[SandboxJob]) -> list[ExecResult]:
         if not jobs:
             return []
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(jobs))) as pool:
-            return list(pool.map(self._run_one, jobs))
+            return list(pool.map(self._run_slot, jobs))
+
+    def _run_slot(self, job: SandboxJob) -> ExecResult:
+        with self._slots:
+            return self._run_one(job)
 
     def _run_one(self, job: SandboxJob) -> ExecResult:
         if job.gpu_request <= 0:

@@ -37,30 +37,56 @@ class HFBackend:
         self._compiled = None
 
     def generate(self, requests: list[GenRequest], sampling: SamplingConfig,
-                 indices: list[int] | None = None) -> list[list[Completion]]:
+                 indices: list[int] | None = None, on_request=None) -> list[list[Completion]]:
         """One list of completions per request; with `indices`, only for those requests (in that
         order), each row sampled with the noise it has in the whole call (its index among all
         the call's rows), so a rank that generates a share of the call (train.generate.ranks)
-        yields the tokens one process yields for those requests."""
+        yields the tokens one process yields for those requests.
+
+        `on_request(i, completions)`: called on the paged path as soon as every row of request
+        `i` has ended, while the other requests still generate (the round executes a finished
+        sibling group meanwhile); requests it was not called for are in the returned lists only.
+        """
         plans = plan_prompts(self.tokenizer, requests, sampling)
         wanted = range(len(requests)) if indices is None else indices
         noise = _noise_rows(requests, plans)
         rows = [(i, row) for i in wanted for row in noise[i]]  # a failed prompt has no rows
-        sampled = self._sample_rows([plans[i] for i, _ in rows], sampling, [row for _, row in rows])
         out = {i: failed(requests[i].messages, plans[i], requests[i].n) if plans[i].error else [] for i in wanted}
-        for (i, _), (ids, lps) in zip(rows, sampled):
-            out[i].append(completion_from_tokens(self.tokenizer, requests[i].messages, plans[i].token_ids, ids, lps))
-        return [out[i] for i in wanted]
+        done: dict[int, list] = {}
 
-    def _sample_rows(self, plans, sampling: SamplingConfig, rows: list[int]) -> list[tuple[list[int], list[float]]]:
-        """Sample each planned row; `rows` are their noise indices."""
+        def completion(i: int, ids, lps) -> Completion:
+            return completion_from_tokens(self.tokenizer, requests[i].messages, plans[i].token_ids, ids, lps)
+
+        on_row = None
+        if on_request is not None:
+            left = {i: len(noise[i]) for i in wanted if noise[i]}
+            got: dict[int, dict] = {i: {} for i in left}
+
+            def on_row(k: int, ids, lps) -> None:  # row k of `rows` has ended
+                i = rows[k][0]
+                got[i][k] = completion(i, list(ids), list(lps))
+                left[i] -= 1
+                if left[i] == 0:
+                    done[i] = [got[i][j] for j in sorted(got[i])]
+                    on_request(i, done[i])
+
+        sampled = self._sample_rows([plans[i] for i, _ in rows], sampling, [row for _, row in rows], on_row)
+        for (i, _), (ids, lps) in zip(rows, sampled):
+            if i not in done:
+                out[i].append(completion(i, ids, lps))
+        return [done.get(i, out[i]) for i in wanted]
+
+    def _sample_rows(self, plans, sampling: SamplingConfig, rows: list[int],
+                     on_row=None) -> list[tuple[list[int], list[float]]]:
+        """Sample each planned row; `rows` are their noise indices. `on_row(k, ids, logprobs)`:
+        row k has ended (the paged path calls it as rows end; the static path, never)."""
         if not plans:
             return []
         was_training = self.model.training
         self.model.eval()  # a model left in train mode after an update would run checkpointing, no KV cache
         try:
             if self.paged:
-                return self._sample_paged(plans, sampling, rows)
+                return self._sample_paged(plans, sampling, rows, on_row)
             return self._sample_sorted(plans, sampling, rows)
         finally:
             self.model.train(was_training)
@@ -80,7 +106,8 @@ class HFBackend:
             results.update({i: (a, b) for i, a, b in zip(chunk, ids, lps)})
         return [results[i] for i in range(len(plans))]
 
-    def _sample_paged(self, plans, sampling: SamplingConfig, rows: list[int]) -> list[tuple[list[int], list[float]]]:
+    def _sample_paged(self, plans, sampling: SamplingConfig, rows: list[int],
+                      on_row=None) -> list[tuple[list[int], list[float]]]:
         from train.generate.paged import BLOCK_SIZE, PagedGenerator, kv_blocks_for
 
         blocks = self.kv_blocks
@@ -93,7 +120,7 @@ class HFBackend:
         self.last_generator = generator
         try:
             return generator.generate([p.token_ids for p in plans], [p.max_new_tokens for p in plans], sampling,
-                                      rows=rows)
+                                      rows=rows, on_finished=on_row)
         finally:
             generator.pool = None  # the pool's memory goes back before the learner's phases
             if self.device.type == "cuda":

@@ -259,9 +259,11 @@ class PagedGenerator:
         self._torch = torch
 
     def generate(self, prompts: list[list[int]], budgets: list[int], sampling,
-                 rows: list[int] | None = None, progress=None) -> list[tuple[list[int], list[float]]]:
+                 rows: list[int] | None = None, progress=None,
+                 on_finished=None) -> list[tuple[list[int], list[float]]]:
         """(token ids, logprobs) per prompt; `rows` are the noise indices (default 0..n-1).
-        `progress(generated, running, waiting)` is called after every host sync."""
+        `progress(generated, running, waiting)` is called after every host sync;
+        `on_finished(k, tokens, logprobs)` as soon as prompt k's row has ended (its final tokens)."""
         rows = list(range(len(prompts))) if rows is None else rows
         pending = [Row(r, list(p), b) for r, p, b in zip(rows, prompts, budgets)]
         self.keys = dict(zip(rows, row_keys(sampling.seed, rows, self.device).tolist()))
@@ -271,6 +273,7 @@ class PagedGenerator:
         self.tables = self._torch.zeros((len(pending), width), dtype=self._torch.long, device=self.device)
         self._table_writes: list[tuple[int, int, int]] = []
         self.sampling = sampling
+        self.on_finished = on_finished
         self.shared: dict[tuple, SharedPrompt] = {}
         for row in pending:
             key = tuple(row.prompt)
@@ -302,6 +305,7 @@ class PagedGenerator:
             if row.finished:
                 self.pool.release(row.blocks)
                 row.blocks = []
+                self._finished(row)
             else:
                 running.append(row)
 
@@ -438,6 +442,11 @@ class PagedGenerator:
             running.remove(row)
             self.pool.release(row.blocks)
             row.blocks = []
+            self._finished(row)
+
+    def _finished(self, row: Row) -> None:
+        if self.on_finished is not None:
+            self.on_finished(row.slot, row.tokens, row.logprobs)
 
     def _grow(self, waiting: list, running: list, steps: int = 1) -> None:
         """Every running row gets the blocks its next `steps` tokens need; preempt from the back

@@ -129,3 +129,15 @@ def test_greedy_paged_matches_plain_forwards(policy, messages):
         for token in out.response_token_ids:
             assert policy.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax().item() == token
             ids = ids + [token]
+
+
+def test_each_request_is_reported_as_soon_as_its_rows_end_with_the_returned_completions(policy, messages):
+    # train.rollout.round executes a reported group while the call goes on (overlap_exec)
+    sampling = SamplingConfig(max_new_tokens=20, seed=11)
+    requests = _requests(messages)
+    backend = HFBackend(policy.model, policy.tokenizer, max_running=3)
+    reported = {}
+    out = backend.generate(requests, sampling, on_request=lambda i, group: reported.setdefault(i, group))
+    assert sorted(reported) == [0, 1, 2, 3]
+    assert [reported[i] for i in range(4)] == out  # the very objects returned
+    assert _tokens(out) == _tokens(HFBackend(policy.model, policy.tokenizer).generate(requests, sampling))

@@ -72,3 +72,43 @@ def test_llm_seconds_are_shared_by_tokens_and_sum_to_the_call(fake_env):
     result = _run(0, rounds=1)[0]
     total = sum(s["gen_llm_seconds"] for s in result.summaries.values())
     assert total == pytest.approx(result.gen_seconds, abs=0.01)
+
+
+class StreamingBackend(Backend):
+    """Reports request 0 mid-call, then waits (up to 10 s) until its group has started executing."""
+
+    def __init__(self, started):
+        super().__init__()
+        self.started, self.saw_overlap = started, []
+
+    def generate(self, requests, sampling, on_request=None):
+        out = super().generate(requests, sampling)
+        if on_request is not None:
+            self.started.clear()  # set by the groups the previous call left to run after it
+            on_request(0, out[0])
+            self.saw_overlap.append(self.started.wait(10))
+        return out
+
+
+def test_overlapped_execution_starts_mid_call_and_gives_the_same_round(fake_env, monkeypatch):
+    import threading
+
+    import train.env
+
+    started, evaluate = threading.Event(), train.env.evaluate
+
+    def evaluate_and_say(task, completions, executor=None, limits=None):
+        started.set()
+        return evaluate(task, completions, executor, limits)
+
+    monkeypatch.setattr(train.env, "evaluate", evaluate_and_say)
+    plain = _run(3)
+    backend = StreamingBackend(started)
+    trees = {t: TaskTree(t) for t in "abc"}
+    ctx = _ctx(3, backend)
+    ctx.overlap_exec = True
+    overlapped = [run_round(rnd, trees, ctx) for rnd in (1, 2)]
+    assert backend.saw_overlap == [True] * 4  # 2 rounds x 2 expansions: group 0 ran during the call
+    assert [r.records for r in overlapped] == [r.records for r in plain]
+    assert all(r.exec_overlap_seconds > 0 for r in overlapped)
+    assert [r.exec_overlap_seconds for r in plain] == [0.0, 0.0]
