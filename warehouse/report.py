@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warehouse.errors import TerminalError
+from warehouse.html_table import html_table
 
 PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint")
 TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_reward_mean",
@@ -270,33 +271,18 @@ def _page(data: RunData, images: dict[str, str], training: str | None = None) ->
         "img{max-width:100%}</style></head><body>",
         f"<h1>Run {esc(data.run_id)}</h1>",
         "<h2>Run metrics</h2>",
-        _table(list(data.run), [data.run]),
+        html_table(list(data.run), [data.run]),
     ]
     if training:
         parts += ["<h2 id='training'>Training steps</h2>",
                   f"<img src='{esc(training)}' alt='KL, entropy, learning rate and valid rate per step'>",
-                  _table(["step", "loss", "kl", "kl_coef", "entropy", "lr", "clip_frac"], data.steps)]
+                  html_table(["step", "loss", "kl", "kl_coef", "entropy", "lr", "clip_frac"], data.steps)]
     for task in data.tasks:
         rows = [r for r in data.task_rounds if r["task"] == task]
         parts += [f"<h2 id='{esc(_safe(task))}'>{esc(task)}</h2>",
                   f"<img src='{esc(images[task])}' alt='dashboard of {esc(task)}'>",
-                  _table(list(TASK_COLUMNS), rows)]
+                  html_table(list(TASK_COLUMNS), rows)]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
-def _table(columns: list[str], rows: list[dict]) -> str:
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{esc(_cell(r[c]))}</td>" for c in columns) + "</tr>" for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.errors import TerminalError
+from warehouse.html_table import html_table
 
 SECTIONS = ("Chat", "Chat Hard", "Safety", "Reasoning")
 PLOT = "scores_by_progress.png"
@@ -159,22 +160,22 @@ def _page(data: RmRunData) -> str:
         f"<p>task {esc(str(run.get('task')))}, base model {esc(str(run.get('base_model')))}, "
         f"{esc(str(run.get('train_pairs')))} training pairs, agent {esc(str(run.get('agent')))}</p>",
         "<h2>Best official final score against the reference</h2>",
-        _table(["evaluation_id", "progress", "score", "se", "n", "reference_score", "gap",
+        _rm_table(["evaluation_id", "progress", "score", "se", "n", "reference_score", "gap",
                 "ratio", "official_finals"], data.best),
         "<h2>Scores by progress</h2>",
         f"<img src='{PLOT}' alt='score by progress, proxy and final, with error bars'>",
         "<h2>Evaluations and section scores</h2>",
-        _table(list(EVALUATION_COLUMNS), _evaluation_rows(data)),
+        _rm_table(list(EVALUATION_COLUMNS), _evaluation_rows(data)),
         "<h2>Exploration proxy against the formal artifact's proxy-row diagnostic</h2>",
-        _table(["exploration_evaluation_id", "submitted", "exploration_best",
+        _rm_table(["exploration_evaluation_id", "submitted", "exploration_best",
                 "exploration_score", "exploration_se", "formal_evaluation_id", "formal_score",
                 "formal_se", "delta", "survived"], data.survival),
         "<h2>Budget</h2>",
-        _table(["phase", "wall_clock_s", "reserve_s", "usable_s", "train_s", "elapsed_s",
+        _rm_table(["phase", "wall_clock_s", "reserve_s", "usable_s", "train_s", "elapsed_s",
                 "budget_use", "stop_reason", "steps", "members", "steps_per_member",
                 "snapshots_published", "snapshots_retained"], data.budgets),
         "<h2>Training jobs</h2>",
-        _table(list(JOB_COLUMNS), data.jobs),
+        _rm_table(list(JOB_COLUMNS), data.jobs),
         "</body></html>",
     ]) + "\n"
 
@@ -187,17 +188,5 @@ def _evaluation_rows(data: RmRunData) -> list[dict]:
             for p in data.points]
 
 
-def _table(columns: list[str], rows: list[dict]) -> str:
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{esc(_cell(r.get(c)))}</td>" for c in columns)
-                   + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+def _rm_table(columns: list[str], rows: list[dict]) -> str:
+    return html_table(columns, rows, digits=6)

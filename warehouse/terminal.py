@@ -97,11 +97,17 @@ def format_value(value) -> str:
 def header(name: str, width: int = 12) -> str:
     """A column name broken only after underscores, in lines of at most `width` characters
     (a single longer part stays whole): 'groups_with_signal_rate' -> 'groups_with_\\nsignal_rate'."""
+    return _break_after(name, "_", width)
+
+
+def _break_after(text: str, sep: str, room: int) -> str:
+    """`text` broken after `sep`: a line grows by a part while it (with the part's `sep`) stays
+    within `room` characters."""
     lines, line = [], ""
-    for part in name.split("_"):
-        piece = part if not line else "_" + part
-        if line and len(line) + len(piece) > width:
-            lines.append(line + "_")
+    for part in text.split(sep):
+        piece = part if not line else sep + part
+        if line and len(line) + len(piece) > room:
+            lines.append(line + sep)
             line = part
         else:
             line += piece
@@ -157,15 +163,7 @@ def _wrapped(text: str, width: int | None) -> str:
     """A long slug broken after hyphens into lines of at most `width` (the table's last resort)."""
     if width is None or len(text) <= width or "-" not in text:
         return text
-    lines, line = [], ""
-    for part in text.split("-"):
-        piece = part if not line else "-" + part
-        if line and len(line) + len(piece) + 1 > width:
-            lines.append(line + "-")
-            line = part
-        else:
-            line += piece
-    return "\n".join(lines + [line])
+    return _break_after(text, "-", width - 1)  # room for the hyphen that ends a broken line
 
 
 def _vertical(result: Result):

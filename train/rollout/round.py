@@ -15,6 +15,7 @@ on the expansion's line and in `RoundResult.exec_overlap_seconds`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import time
@@ -65,11 +66,11 @@ def run_round(round_no: int, trees: dict[str, TaskTree], ctx: RoundContext) -> R
     llm_s = {t: 0.0 for t in ctx.tasks}
     exec_s = {t: 0.0 for t in ctx.tasks}
     overlap = ctx.overlap_exec and "on_request" in inspect.signature(ctx.backend.generate).parameters
-    with ThreadPoolExecutor(max_workers=len(ctx.tasks) or 1) if overlap else _NoPool() as pool:
+    with ThreadPoolExecutor(max_workers=len(ctx.tasks) or 1) if overlap else contextlib.nullcontext() as pool:
         for index in range(ctx.settings.expansions_per_round):
             expansions = [plan_expansion(trees[t], ctx.tasks[t].description, round_no, index, ctx.settings,
                                          ctx.run_seed) for t in ctx.tasks]
-            batches, seconds, early = _generate(expansions, ctx, round_no, index, pool if overlap else None)
+            batches, seconds, early = _generate(expansions, ctx, round_no, index, pool)
             _share_llm_seconds(llm_s, expansions, batches, seconds)
             for k, (expansion, completions) in enumerate(zip(expansions, batches)):
                 records, took = early[k].result() if k in early else _execute(expansion, completions, ctx)
@@ -84,14 +85,6 @@ def run_round(round_no: int, trees: dict[str, TaskTree], ctx: RoundContext) -> R
     result.summaries = {t: _summary(t, round_no, result.records[t], trees[t], ctx, llm_s[t], exec_s[t])
                         for t in ctx.tasks}
     return result
-
-
-class _NoPool:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _Early:
