@@ -6,6 +6,8 @@ frozen inputs need no requires_grad hack).
 """
 from __future__ import annotations
 
+import contextlib
+
 VISION_MODULES = r".*(visual|vision_tower|vision_model|image_encoder).*"
 VISION_HINT = "vis"  # only models with vision modules need the exclusion
 
@@ -46,19 +48,14 @@ def _save_attention_policy():
 
 
 def prepare_for_training(policy, gradient_checkpointing: bool = True, selective: bool = False,
-                         keep_layers: int = 0, fuse: bool = True, compile_norms: bool = False):
+                         keep_layers: int = 0, fuse: bool = True):
     """Checkpointing on (optionally selective; the last `keep_layers` decoder layers keep
     their activations, trading spare memory for no recompute); LoRA fused into addmm
-    (`fuse_lora`, same math); optionally every RMSNorm compiled (GPU: -0.7 s of 7 s at 36864
-    tokens on the 8B, see benchmarks/RESULTS.md)."""
+    (`fuse_lora`, same math). Compiled norms are :func:`compiled_norms`, for the update only."""
     from train.learn.logprobs import causal_lm
 
     if fuse:
         fuse_lora(policy)
-    if compile_norms:
-        for module in policy.modules():
-            if type(module).__name__.endswith("RMSNorm"):
-                module.compile(dynamic=True)
     lm = causal_lm(policy)
     if gradient_checkpointing:
         kwargs = {"use_reentrant": False}
@@ -73,11 +70,41 @@ def prepare_for_training(policy, gradient_checkpointing: bool = True, selective:
             # checkpointing needs none, and on CUDA the hook breaks the generator's compiled
             # decode step when it shares this module (a single-process `train run`)
             lm.disable_input_require_grads()
-        layers = [m for m in lm.modules() if hasattr(m, "gradient_checkpointing")
-                  and m is not lm and type(m).__name__.endswith("DecoderLayer")]
-        for layer in layers[len(layers) - keep_layers:] if keep_layers else []:
-            layer.gradient_checkpointing = False
+        keep_last_layers(policy, keep_layers)
     return policy  # the learner passes use_cache=False itself; generation keeps its cache
+
+
+def keep_last_layers(policy, count: int) -> int:
+    """The last `count` checkpointed decoder layers keep their activations, the others recompute
+    them; returns how many are kept. Same math either way (checkpointing trades recompute for
+    memory), so the learner may change `count` between steps."""
+    from train.learn.logprobs import causal_lm
+
+    lm = causal_lm(policy)
+    layers = [m for m in lm.modules() if hasattr(m, "_gradient_checkpointing_func")
+              and m is not lm and type(m).__name__.endswith("DecoderLayer")]  # checkpointing enabled
+    count = max(0, min(count, len(layers)))
+    for index, layer in enumerate(layers):
+        layer.gradient_checkpointing = index < len(layers) - count
+    return count
+
+
+@contextlib.contextmanager
+def compiled_norms(policy, enabled: bool = True):
+    """Every RMSNorm under torch.compile while inside (the update, its backward's recompute
+    included), eager again after (GPU: -0.7 s of 7 s at 36864 tokens on the 8B, see
+    benchmarks/RESULTS.md). Only inside: in a single-process run the generator shares this
+    module and captures its decode step as CUDA graphs (paged) or compiles it whole (static
+    path, fullgraph); a norm compiled for good would be captured or traced inside those. The
+    compiled code is kept by torch between entries (same code, no recompile)."""
+    norms = [m for m in policy.modules() if type(m).__name__.endswith("RMSNorm")] if enabled else []
+    try:
+        for module in norms:
+            module.compile(dynamic=True)  # Module.__call__ runs _compiled_call_impl when set
+        yield len(norms)
+    finally:
+        for module in norms:
+            module._compiled_call_impl = None
 
 
 def adapter_parameters(policy) -> list:
@@ -100,8 +127,6 @@ def mixed_precision(policy):
     A no-op for an fp32 base (CPU). Keep it on for backward too: the checkpointed recompute
     reads the modules' flags.
     """
-    import contextlib
-
     import torch
 
     from train.learn.logprobs import causal_lm
@@ -113,8 +138,6 @@ def mixed_precision(policy):
 
 
 def _autocast_without_input_casts(policy, device_type, dtype):
-    import contextlib
-
     import torch
     from peft.tuners.tuners_utils import BaseTunerLayer
 
