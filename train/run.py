@@ -94,6 +94,9 @@ class Knobs:
     kl_max: float = 0.0  # > 0: stop the run after a step whose KL is above it
     entropy_min: float = 0.0  # > 0: stop the run after a step whose entropy is below it
     entropy_max: float = 0.0  # > 0: stop the run after a step whose entropy is above it
+    # the update's variant (train.learn.variant; recorded in step_metrics each step)
+    keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
+    compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
 
 
 STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
@@ -498,21 +501,51 @@ class Learner:
     schedule: object = None  # LRSchedule; None: the optimizer's rate as it is
     kl: object = None  # KLControl; None: the config's fixed coefficient
     band: object = None  # Band: the KL / entropy bounds checked after the round is written
+    variants: object = None  # UpdateVariants: kept layers and compiled norms per step; None: as prepared
 
     def step(self, samples: list, timer, step_no: int = 1) -> dict:
         """One GRPO step on the round's samples (every rank calls it under FSDP): the rate of
         step `step_no`, the coefficient in force; the next coefficient is set from its KL."""
         from train.learn.control import current_coef, set_step_state
-        from train.learn.step import grpo_step
 
         lr = self.schedule.at(step_no) if self.schedule else self.optimizer.param_groups[0]["lr"]
         coef = current_coef(self.optimizer, self.kl) if self.kl else self.config.loss.kl_coef
         set_step_state(self.optimizer, lr, coef)
         config = dataclasses.replace(self.config, loss=dataclasses.replace(self.config.loss, kl_coef=coef))
+        if self.variants is None:
+            return self._grpo_step(samples, config, timer, lr, coef)
+        variant, memory, device = self._choose_variant()
+        config = dataclasses.replace(config, compile_norms=variant.compile_norms)
+        metrics = self._grpo_step(samples, config, timer, lr, coef)
+        return {**metrics, **self._record_variant(variant, memory, device, metrics)}
+
+    def _grpo_step(self, samples: list, config, timer, lr: float, coef: float) -> dict:
+        from train.learn.control import set_step_state
+        from train.learn.step import grpo_step
+
         metrics = grpo_step(self.policy.model, self.optimizer, samples, config, timer)
         if self.kl:  # every rank reads the same all-reduced KL: the coefficient stays in step
             set_step_state(self.optimizer, lr, self.kl.next_coef(coef, metrics.get("kl")))
         return {**metrics, "kl_coef": coef}
+
+    def _choose_variant(self) -> tuple:
+        """This step's variant from the memory free at its start (after generation); its kept
+        layers are set on the model now, its compiled norms travel in the step's config."""
+        from train.learn.lora import keep_last_layers
+        from train.learn.variant import StepMemory
+
+        device = next(self.policy.model.parameters()).device
+        memory = StepMemory.now(device)
+        variant = self.variants.choose(device.type, memory.free)
+        keep_last_layers(self.policy.model, variant.keep_layers)
+        return variant, memory, device
+
+    def _record_variant(self, variant, memory, device, metrics: dict) -> dict:
+        from train.learn.variant import variant_metrics
+
+        peak = memory.peak_above(device)
+        self.variants.measured(variant, metrics.get("largest_micro_batch"), peak)
+        return variant_metrics(variant, memory, peak)
 
     def check_band(self, step_no: int, metrics: dict) -> None:
         """Stop (after the round is in the warehouse) when the step left the KL / entropy band."""
@@ -599,12 +632,14 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
              knobs: Knobs | None = None) -> Learner:
     """Prepare (and under FSDP shard) the policy, then the optimizer over its adapter, then the
     checkpoint when resuming (the optimizer must see the sharded parameters)."""
-    from train.learn.lora import make_optimizer, prepare_for_training
+    from train.learn.lora import make_optimizer
 
     if resume is not None and not opts.checkpoint_root:
         raise TerminalError("--resume-from with learning needs --checkpoint-dir holding "
                             f"{resume.run_id}/global_step_{resume.step} (or pass --no-learn).")
-    prepare_for_training(policy.model, selective=True)  # checkpointing; attention outputs kept
+    knobs = knobs or Knobs()
+    config = step_config(arm, knobs)
+    variants = prepare_update(policy.model, knobs, config, sharded=team is not None and team.sharded)
     if team is not None and team.sharded:
         from train.learn.fsdp import shard_policy
 
@@ -614,10 +649,32 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
         from train.learn.checkpoint import load_checkpoint
 
         load_checkpoint(opts.checkpoint_root, resume, policy.model, optimizer)
-    knobs = knobs or Knobs()
     first = opts.first_round or (resume.step + 1 if resume else 1)
     lr = overrides.get("learning_rate") or arm.learning_rate
-    return Learner(policy, optimizer, step_config(arm, knobs), *stability(knobs, lr, first + opts.rounds - 1))
+    return Learner(policy, optimizer, config, *stability(knobs, lr, first + opts.rounds - 1), variants=variants)
+
+
+def prepare_update(model, knobs: Knobs, config, sharded: bool = False):
+    """Ready `model` for the update as the loop runs it: selective checkpointing (attention
+    outputs kept), fused LoRA; returns the per-step chooser of kept layers and compiled norms
+    (train.learn.variant) for micro-batches up to the config's token budget."""
+    from train.learn.lora import prepare_for_training
+    from train.learn.variant import ModelShape, UpdateVariants
+
+    prepare_for_training(model, selective=True)
+    return UpdateVariants(ModelShape.of(model), config.token_budget, variant_setting(knobs), sharded=sharded)
+
+
+def variant_setting(knobs: Knobs):
+    """--set keep_layers / compile_norms as the chooser's setting (None: auto)."""
+    from train.learn.variant import VariantSetting
+
+    if knobs.keep_layers is None or knobs.keep_layers < -1:
+        raise TerminalError(f"--set keep_layers={knobs.keep_layers}: use -1 (as many as fit) or a count of layers")
+    if knobs.compile_norms not in ("auto", "on", "off"):
+        raise TerminalError(f"--set compile_norms={knobs.compile_norms}: use auto, on or off")
+    keep = None if knobs.keep_layers == -1 else knobs.keep_layers
+    return VariantSetting(keep, None if knobs.compile_norms == "auto" else knobs.compile_norms == "on")
 
 
 def stability(knobs: Knobs, lr: float, last_step: int) -> tuple:
