@@ -12,6 +12,10 @@ full total cap"), loss on every token.
          inside the second GEMM, train.learn.lora.fuse_lora), `normc` (compiled RMSNorms),
          `compile` (compiled MLPs and attention projections). `fused`, `normc` and `compile`
          patch the model for the rest of the process: list them last, after any plain run.
+         `loop`: the update exactly as `train run` runs it (train.run.prepare_update and
+         Learner.step with the default knobs): its first step keeps no layer and measures its
+         peak, later steps keep what the device's free memory fits, norms compiled during the
+         update; the row says the variant chosen. List it first or alone; it needs --warmup >= 1.
 * plain: policy(input_ids, labels=input_ids).loss.backward() + AdamW step, gradient
          checkpointing on, the model's default (sdpa) attention.
 
@@ -23,6 +27,8 @@ frozen, so backward computes activation gradients only. Recompute is not counted
 
 Example (GPU):  python benchmarks/update_bench.py --configs 8b,1.5b --out results.jsonl
 Example (CPU):  python benchmarks/update_bench.py --configs tiny --device cpu --tokens 64,128
+The loop's own default (GPU):  python benchmarks/update_bench.py --configs 8b --tokens 36864 \
+                    --ours-only-tokens "" --plain-tokens "" --variants loop --priority 36864
 """
 from __future__ import annotations
 
@@ -207,20 +213,55 @@ def profile_step(policy, optimizer, config, tokens: int, variant: str) -> None:
         print(f"#   {e.self_device_time_total / 1e6:7.3f} s  x{e.count:<5} {e.key[:110]}", flush=True)
 
 
-def ours_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
-    from train.learn.step import Sample, StepConfig, grpo_step
-    from train.learn.timing import PhaseTimer
+def _samples(tokens: int, vocab: int) -> list:
+    """One sequence of T tokens plus a 2-token sibling with another reward (non-zero advantage)."""
+    from train.learn.step import Sample
 
     g = torch.Generator().manual_seed(tokens)
     ids = torch.randint(0, vocab, (tokens,), generator=g).tolist()
-    # one sequence of T tokens plus a 2-token sibling with another reward (non-zero advantage)
-    samples = [Sample(ids[:1], ids[1:], 1.0, "g"), Sample(ids[:1], ids[1:2], 0.0, "g")]
-    timer = PhaseTimer()
-    with _attention_backend(variant):
-        metrics = grpo_step(policy, optimizer, samples, StepConfig(token_budget=tokens + 2), timer)
+    return [Sample(ids[:1], ids[1:], 1.0, "g"), Sample(ids[:1], ids[1:2], 0.0, "g")]
+
+
+def _timed(samples: list, timer, metrics: dict) -> dict:
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     return {"update_s": timer.seconds["update_actor"], "step_s": sum(timer.seconds.values()),
             "lengths": lengths, "kl": metrics.get("kl")}
+
+
+def ours_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
+    from train.learn.step import StepConfig, grpo_step
+    from train.learn.timing import PhaseTimer
+
+    samples, timer = _samples(tokens, vocab), PhaseTimer()
+    with _attention_backend(variant):
+        metrics = grpo_step(policy, optimizer, samples, StepConfig(token_budget=tokens + 2), timer)
+    return _timed(samples, timer, metrics)
+
+
+LOOP_KEYS = ("update_variant", "update_keep_layers", "update_free_gib", "update_peak_gib")
+
+
+def loop_stepper(policy, optimizer, tokens: int):
+    """A step function over train run's own learner: train.run.prepare_update (selective
+    checkpointing, fused LoRA, the variant chooser with the default knobs) and Learner.step."""
+    from types import SimpleNamespace
+
+    from train.learn.attention import set_native_gqa
+    from train.learn.step import StepConfig
+    from train.learn.timing import PhaseTimer
+    from train.run import Knobs, Learner, prepare_update
+
+    set_native_gqa(True)  # the loop's default (an earlier variant may have turned it off)
+    config = StepConfig(token_budget=tokens + 2)
+    learner = Learner(SimpleNamespace(model=policy), optimizer, config,
+                      variants=prepare_update(policy, Knobs(), config))
+
+    def step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
+        samples, timer = _samples(tokens, vocab), PhaseTimer()
+        metrics = learner.step(samples, timer)
+        return {**_timed(samples, timer, metrics), **{k: metrics[k] for k in LOOP_KEYS if k in metrics}}
+
+    return step
 
 
 def plain_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
@@ -239,8 +280,11 @@ def plain_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict
 
 
 def measure(policy, optimizer, config, n_params, mode, tokens, variant, device, steps, warmup) -> dict:
-    step = ours_step if mode == "ours" else plain_step
-    _prepare(policy, mode, variant)
+    if variant == "loop":
+        step = loop_stepper(policy, optimizer, tokens)
+    else:
+        step = ours_step if mode == "ours" else plain_step
+        _prepare(policy, mode, variant)
     row = {"mode": mode, "variant": variant if mode == "ours" else "plain", "tokens": tokens}
     oom = False
     _reset_memory(device)
@@ -268,6 +312,7 @@ def measure(policy, optimizer, config, n_params, mode, tokens, variant, device, 
                tokens_per_s=round(tokens / update_s, 1),
                mfu=round(flops / update_s / PEAK_BF16, 4), peak_gib=_peak_gib(device),
                tflops=round(flops / update_s / 1e12, 1))
+    row.update({k: timed[-1][k] for k in LOOP_KEYS if k in timed[-1]})  # loop: the last timed step's choice
     return row
 
 
@@ -312,6 +357,8 @@ def table(rows: list[dict]) -> str:
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         peak = f"{r['peak_gib']:.1f}" if r.get("peak_gib") is not None else "-"
+        if r.get("update_variant"):  # loop: the variant it chose
+            r = {**r, "variant": f"{r['variant']} ({r['update_variant']})"}
         if r.get("error"):
             lines.append(f"| {r['config']} | {r['mode']} | {r['variant']} | {r['tokens']} | error | - | - | - |")
         elif r["oom"]:
@@ -334,7 +381,7 @@ def main(argv=None) -> None:
     p.add_argument("--ours-only-tokens", type=_ints, default=_ints("65536"))
     p.add_argument("--plain-tokens", type=_ints, default=_ints("12288,24576,36864,45056"))
     p.add_argument("--variants", default="sac", help="comma list: full, sac, sac-keep12, sac-cudnn, "
-                   "...; the first at every token count, the others at --variant-tokens only")
+                   "..., loop (train run's own); the first at every token count, the others at --variant-tokens only")
     p.add_argument("--variant-tokens", type=_ints, default=_ints("36864"))
     p.add_argument("--priority", type=_ints, default=_ints("36864,65536,45056"),
                    help="token counts measured first (results are written as they come)")
