@@ -21,7 +21,7 @@ import sys
 
 SETUP_FAILED = 97
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 1, 2, 4, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 0x40000
 
 
 def _libc():
@@ -41,10 +41,11 @@ def isolate(network, hidden, reveal=()):
     libc = _libc()
     # A pid namespace: when the solution (its pid 1) ends, the kernel kills and reaps every
     # process it left, detached or not, so no orphan or zombie outlives the node.
-    flags = (CLONE_NEWNET | CLONE_NEWPID if network else 0) | (CLONE_NEWNS if hidden or reveal else 0)
+    # The pid namespace brings a mount namespace, for the solution's own /proc (fresh_proc).
+    flags = (CLONE_NEWNET | CLONE_NEWPID if network else 0) | (CLONE_NEWNS if network or hidden or reveal else 0)
     if flags:
         _check(libc.unshare(flags), "unshare")
-    if hidden or reveal:
+    if flags & CLONE_NEWNS:
         # Without this, the mounts below could propagate back into the host's mount table.
         _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     for closed, keep in reveal:
@@ -54,6 +55,20 @@ def isolate(network, hidden, reveal=()):
             continue
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
                           b"size=4k,mode=000"), f"mount tmpfs over {path}")
+
+
+def fresh_proc():
+    """In the pid namespace's first process: a /proc of that namespace over the host's.
+
+    The inherited /proc belongs to the parent's pid namespace, where getpid()'s 1 is the
+    machine's init: CUDA's driver reads /proc/<its pid>/ and failed its initialisation there
+    (cudaGetDeviceCount: error 304) for a node under a uid of its own. bwrap does the same
+    with --proc. A kernel that refuses the mount (a container whose /proc has masked paths)
+    leaves the inherited one: CPU nodes run as before."""
+    try:
+        _check(_libc().mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount proc")
+    except OSError:
+        pass
 
 
 def _reveal(libc, closed, keep):
@@ -110,6 +125,8 @@ def main(argv):
     pid = os.fork()  # the child is pid 1 of the new pid namespace
     if pid == 0:
         try:
+            if cfg["network"]:
+                fresh_proc()
             limit(cfg)
             drop_privileges(cfg["uid"])
             os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])

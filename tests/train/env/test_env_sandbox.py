@@ -200,3 +200,21 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
     else:  # the deny-list fallback hides its own tasks root only: the rest is in reach
         assert str(bundled) in lines["READABLE"]
         assert str(task.answers_path) not in lines["READABLE"]
+
+
+@pytest.mark.parametrize("allow_list", [True, False])
+def test_a_node_sees_the_proc_of_its_own_pid_namespace(limits, allow_list):
+    """/proc is that of the node's pid namespace: /proc/<getpid()>/ is the solution itself.
+    CUDA's driver reads it, and under the host's /proc getpid()'s small number named another
+    process (the GPU machine's nodes failed cudaGetDeviceCount, error 304, in the deny-list
+    sandbox)."""
+    caps = capabilities()
+    if not caps.namespaces or (allow_list and not caps.bwrap):
+        pytest.skip("no pid namespace here" if not caps.namespaces else "no bubblewrap here")
+    code = ("import os\nprint('PROC', open('/proc/self/stat').read().split()[0], os.getpid(),\n"
+            "      b'solution.py' in open(f'/proc/{os.getpid()}/cmdline', 'rb').read(), flush=True)\n")
+    record = evaluate_code(load_task("mini-tabular-accuracy"), code,
+                           limits=dataclasses.replace(limits, allow_list=allow_list))
+    line = next(line for line in record["term_tail"].splitlines() if line.startswith("PROC "))
+    stat_pid, pid, own = line.split()[1:]
+    assert stat_pid == pid and own == "True", record["term_tail"]
