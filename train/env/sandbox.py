@@ -360,6 +360,8 @@ def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
     return {**gpu,
         "PATH": f"{Path(limits.python).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workspace), "TMPDIR": str(workspace / "tmp"), "LANG": "C.UTF-8",
+        # the node's uid has no passwd entry: getpass.getuser() (torch.compile's cache dir) reads these
+        "USER": "node", "LOGNAME": "node",
         "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
         "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
     }

@@ -218,3 +218,11 @@ def test_a_node_sees_the_proc_of_its_own_pid_namespace(limits, allow_list):
     line = next(line for line in record["term_tail"].splitlines() if line.startswith("PROC "))
     stat_pid, pid, own = line.split()[1:]
     assert stat_pid == pid and own == "True", record["term_tail"]
+
+
+def test_a_node_can_ask_who_it_is(limits):
+    """The node's uid has no passwd entry; getpass.getuser() (torch.compile's cache dir, on the
+    GPU machine a KeyError that crashed every GPU node) answers from the environment."""
+    code = "import getpass\nprint('USER', getpass.getuser(), flush=True)\n"
+    record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
+    assert record["returncode"] == 0 and "USER node" in record["term_tail"], record["term_tail"]
