@@ -138,7 +138,7 @@ def paged_attention(module, query, key, value, attention_mask, dropout=0.0, scal
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scale,
                                                                enable_gqa=kv_heads != heads)
         return out.transpose(1, 2), None
-    if query.is_cuda and paged_kernel.available():
+    if query.is_cuda and paged_kernel.available() and paged_kernel.supports(dim):
         out = paged_kernel.paged_decode(query[:, :, 0], pool_k, pool_v, step.tables, step.lengths, step.max_length,
                                         step.pool.block_size, scale)
         return out.reshape(batch, 1, heads, dim), None

@@ -21,6 +21,12 @@ def available() -> bool:
     return True
 
 
+def supports(head_dim: int) -> bool:
+    """The kernel's shapes: tl.dot needs an inner size of at least 16, tl.arange a power of two
+    (real models' 64 or 128; the tests' tiny models have 8 and decode through the gather)."""
+    return head_dim >= 16 and head_dim & (head_dim - 1) == 0
+
+
 @functools.cache
 def _kernel():
     import triton

@@ -141,3 +141,11 @@ def test_each_request_is_reported_as_soon_as_its_rows_end_with_the_returned_comp
     assert sorted(reported) == [0, 1, 2, 3]
     assert [reported[i] for i in range(4)] == out  # the very objects returned
     assert _tokens(out) == _tokens(HFBackend(policy.model, policy.tokenizer).generate(requests, sampling))
+
+
+def test_the_triton_decode_kernel_is_used_only_for_head_sizes_it_compiles():
+    """tl.dot needs an inner size of at least 16 and tl.arange a power of two: the tests' tiny
+    models (head size 8) decode through the gather on a GPU too, instead of failing to compile."""
+    from train.generate.paged_kernel import supports
+
+    assert [d for d in (8, 16, 32, 64, 80, 96, 128, 256) if supports(d)] == [16, 32, 64, 128, 256]
