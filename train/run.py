@@ -96,7 +96,7 @@ class Knobs:
     entropy_max: float = 0.0  # > 0: stop the run after a step whose entropy is above it
     # the update's variant (train.learn.variant; recorded in step_metrics each step)
     keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
-    compile_update: str = "auto"  # auto | on | off: RMSNorms, MLPs and attention projections compiled during update_actor (auto: on a GPU)
+    compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
 
 
 STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
@@ -501,7 +501,7 @@ class Learner:
     schedule: object = None  # LRSchedule; None: the optimizer's rate as it is
     kl: object = None  # KLControl; None: the config's fixed coefficient
     band: object = None  # Band: the KL / entropy bounds checked after the round is written
-    variants: object = None  # UpdateVariants: kept layers and compiled modules per step; None: as prepared
+    variants: object = None  # UpdateVariants: kept layers and compiled norms per step; None: as prepared
 
     def step(self, samples: list, timer, step_no: int = 1) -> dict:
         """One GRPO step on the round's samples (every rank calls it under FSDP): the rate of
@@ -515,7 +515,7 @@ class Learner:
         if self.variants is None:
             return self._grpo_step(samples, config, timer, lr, coef)
         variant, memory, device = self._choose_variant()
-        config = dataclasses.replace(config, compile_update=variant.compile_update)
+        config = dataclasses.replace(config, compile_norms=variant.compile_norms)
         metrics = self._grpo_step(samples, config, timer, lr, coef)
         return {**metrics, **self._record_variant(variant, memory, device, metrics)}
 
@@ -530,7 +530,7 @@ class Learner:
 
     def _choose_variant(self) -> tuple:
         """This step's variant from the memory free at its start (after generation); its kept
-        layers are set on the model now, its compiled modules travel in the step's config."""
+        layers are set on the model now, its compiled norms travel in the step's config."""
         from train.learn.lora import keep_last_layers
         from train.learn.variant import StepMemory
 
@@ -656,7 +656,7 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
 
 def prepare_update(model, knobs: Knobs, config, sharded: bool = False):
     """Ready `model` for the update as the loop runs it: selective checkpointing (attention
-    outputs kept), fused LoRA; returns the per-step chooser of kept layers and compiled modules
+    outputs kept), fused LoRA; returns the per-step chooser of kept layers and compiled norms
     (train.learn.variant) for micro-batches up to the config's token budget."""
     from train.learn.lora import prepare_for_training
     from train.learn.variant import ModelShape, UpdateVariants
@@ -666,15 +666,15 @@ def prepare_update(model, knobs: Knobs, config, sharded: bool = False):
 
 
 def variant_setting(knobs: Knobs):
-    """--set keep_layers / compile_update as the chooser's setting (None: auto)."""
+    """--set keep_layers / compile_norms as the chooser's setting (None: auto)."""
     from train.learn.variant import VariantSetting
 
     if knobs.keep_layers is None or knobs.keep_layers < -1:
         raise TerminalError(f"--set keep_layers={knobs.keep_layers}: use -1 (as many as fit) or a count of layers")
-    if knobs.compile_update not in ("auto", "on", "off"):
-        raise TerminalError(f"--set compile_update={knobs.compile_update}: use auto, on or off")
+    if knobs.compile_norms not in ("auto", "on", "off"):
+        raise TerminalError(f"--set compile_norms={knobs.compile_norms}: use auto, on or off")
     keep = None if knobs.keep_layers == -1 else knobs.keep_layers
-    return VariantSetting(keep, None if knobs.compile_update == "auto" else knobs.compile_update == "on")
+    return VariantSetting(keep, None if knobs.compile_norms == "auto" else knobs.compile_norms == "on")
 
 
 def stability(knobs: Knobs, lr: float, last_step: int) -> tuple:

@@ -51,7 +51,7 @@ def prepare_for_training(policy, gradient_checkpointing: bool = True, selective:
                          keep_layers: int = 0, fuse: bool = True):
     """Checkpointing on (optionally selective; the last `keep_layers` decoder layers keep
     their activations, trading spare memory for no recompute); LoRA fused into addmm
-    (`fuse_lora`, same math). Compiled norms are :func:`compiled_update`, for the update only."""
+    (`fuse_lora`, same math). Compiled norms are :func:`compiled_norms`, for the update only."""
     from train.learn.logprobs import causal_lm
 
     if fuse:
@@ -90,36 +90,21 @@ def keep_last_layers(policy, count: int) -> int:
 
 
 @contextlib.contextmanager
-def compiled_update(policy, enabled: bool = True):
-    """Every RMSNorm, and each decoder layer's MLP and attention projections (LoRA's term and
-    SiLU x mul fuse), under torch.compile while inside (the update, its backward's recompute
-    included), eager again after. On the 8B at 36864 tokens on an H200 the norms save 0.7 s
-    of 7 s and the blocks lift MFU to 40.5-40.9% with kept layers (benchmarks/RESULTS.md,
-    update runs 3-4). Only inside: in a single-process run the generator shares this module
-    and captures its decode step as CUDA graphs (paged) or compiles it whole (static path,
-    fullgraph); a module compiled for good would be captured or traced inside those. torch
-    keeps the compiled code between entries (same code, no recompile). Yields how many
-    modules were compiled."""
-    modules = _compiled_modules(policy) if enabled else []
+def compiled_norms(policy, enabled: bool = True):
+    """Every RMSNorm under torch.compile while inside (the update, its backward's recompute
+    included), eager again after (GPU: -0.7 s of 7 s at 36864 tokens on the 8B, see
+    benchmarks/RESULTS.md). Only inside: in a single-process run the generator shares this
+    module and captures its decode step as CUDA graphs (paged) or compiles it whole (static
+    path, fullgraph); a norm compiled for good would be captured or traced inside those. The
+    compiled code is kept by torch between entries (same code, no recompile)."""
+    norms = [m for m in policy.modules() if type(m).__name__.endswith("RMSNorm")] if enabled else []
     try:
-        for module in modules:
+        for module in norms:
             module.compile(dynamic=True)  # Module.__call__ runs _compiled_call_impl when set
-        yield len(modules)
+        yield len(norms)
     finally:
-        for module in modules:
+        for module in norms:
             module._compiled_call_impl = None
-
-
-def _compiled_modules(policy) -> list:
-    """The RMSNorms, then each decoder layer's MLP and q/k/v/o projections (attention itself
-    stays the packed SDPA, eager)."""
-    modules = [m for m in policy.modules() if type(m).__name__.endswith("RMSNorm")]
-    for layer in policy.modules():
-        if type(layer).__name__.endswith("DecoderLayer"):
-            modules.append(layer.mlp)
-            modules += [getattr(layer.self_attn, name) for name in ("q_proj", "k_proj", "v_proj", "o_proj")
-                        if hasattr(layer.self_attn, name)]
-    return modules
 
 
 def adapter_parameters(policy) -> list:

@@ -15,7 +15,7 @@ from train.learn.advantages import grpo_valid_only
 from train.learn.attention import packed_attention
 from train.learn.fsdp import all_reduce_sum, deal, world
 from train.learn.logprobs import PackedRow, causal_lm, pack_row, row_logprobs
-from train.learn.lora import compiled_update, mixed_precision
+from train.learn.lora import compiled_norms, mixed_precision
 from train.learn.loss import LossConfig, token_loss_sums
 from train.learn.packing import pack
 from train.learn.timing import PhaseTimer
@@ -37,7 +37,7 @@ class StepConfig:
     logprob_chunk: int = 2048  # tokens per output-head chunk
     max_grad_norm: float = 1.0
     epochs: int = 1  # optimizer steps over the round's batch (PPO epochs; the ratio moves after the first)
-    compile_update: bool = False  # RMSNorms, MLPs and attention projections compiled during update_actor (train.learn.variant chooses)
+    compile_norms: bool = False  # RMSNorms compiled during update_actor (train.learn.variant chooses)
     loss: LossConfig = field(default_factory=LossConfig)
 
 
@@ -93,7 +93,7 @@ def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "ratio_max": 0.0}
     entropy = 0.0
     # backward recomputes checkpointed layers: the packed attention must still be in force
-    with packed_attention(causal_lm(policy)), mixed_precision(policy), compiled_update(policy, cfg.compile_update):
+    with packed_attention(causal_lm(policy)), mixed_precision(policy), compiled_norms(policy, cfg.compile_norms):
         for row, adv, weight, old_lp, ref_lp in zip(batch.rows, batch.advantages, batch.weights, old, ref):
             logp, ent = row_logprobs(policy, row, cfg.logprob_chunk)
             terms = token_loss_sums(logp, old_lp, ref_lp, adv.to(logp.device), cfg.loss)

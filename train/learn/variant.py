@@ -7,8 +7,8 @@ Every step runs selective checkpointing (attention outputs saved) with fused LoR
   (measured by the run's own first step, scaled up to the token budget), less a margin. Which
   layers are checkpointed does not change the math, only recompute against memory, so K may
   change between steps.
-- compiled norms, MLPs and attention projections (CUDA only; on CPU the compile costs more
-  than it saves), in force during the update only (train.learn.lora.compiled_update).
+- compiled norms (CUDA only; on CPU the compile costs more than it saves), in force during the
+  update only (train.learn.lora.compiled_norms).
 
 Measured on one H200, 8B shape at 36,864 tokens (benchmarks/RESULTS.md, runs 1-4): sac 33.4%
 MFU; + fused + compiled norms + 8 kept layers 40.4%; a kept layer costs 6.0-6.4 GiB there
@@ -49,23 +49,23 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class VariantSetting:
-    """`--set keep_layers=N` / `--set compile_update=on|off`; None: chosen (auto)."""
+    """`--set keep_layers=N` / `--set compile_norms=on|off`; None: chosen (auto)."""
 
     keep_layers: int | None = None
-    compile_update: bool | None = None
+    compile_norms: bool | None = None
 
 
 @dataclass(frozen=True)
 class UpdateVariant:
     keep_layers: int = 0
-    compile_update: bool = False
+    compile_norms: bool = False
     note: str = ""  # why a technique is off, or that it was set
 
     @property
     def name(self) -> str:
         """e.g. "sac+fused+keep8+normc" (the benchmark's words)."""
         parts = ["sac", "fused"] + ([f"keep{self.keep_layers}"] if self.keep_layers else [])
-        return "+".join(parts + (["normc", "compile"] if self.compile_update else []))
+        return "+".join(parts + (["normc"] if self.compile_norms else []))
 
 
 def kept_layer_bytes(shape: ModelShape, tokens: int) -> int:
@@ -87,18 +87,18 @@ def choose_variant(shape: ModelShape, tokens: int, device_type: str, free_bytes:
     free for the update, `base_peak_bytes` the peak above its start of a step keeping none
     (None: not measured yet). Under FSDP nothing is kept unless set: each rank would choose
     from its own free memory, and kept layers were not measured sharded."""
-    compile_update = device_type == "cuda" and not sharded
-    if setting.compile_update is not None:
-        compile_update = setting.compile_update
+    compile_norms = device_type == "cuda" and not sharded
+    if setting.compile_norms is not None:
+        compile_norms = setting.compile_norms
     if setting.keep_layers is not None:
-        return UpdateVariant(min(setting.keep_layers, shape.layers), compile_update, "set")
+        return UpdateVariant(min(setting.keep_layers, shape.layers), compile_norms, "set")
     if device_type != "cuda":
-        return UpdateVariant(0, compile_update, f"{device_type}: no layers kept")
+        return UpdateVariant(0, compile_norms, f"{device_type}: no layers kept")
     if sharded:
-        return UpdateVariant(0, compile_update, "fsdp: no layers kept")
+        return UpdateVariant(0, compile_norms, "fsdp: no layers kept")
     if free_bytes is None or base_peak_bytes is None:
-        return UpdateVariant(0, compile_update, "measuring the peak without kept layers")
-    return UpdateVariant(layers_that_fit(shape, tokens, free_bytes, base_peak_bytes), compile_update)
+        return UpdateVariant(0, compile_norms, "measuring the peak without kept layers")
+    return UpdateVariant(layers_that_fit(shape, tokens, free_bytes, base_peak_bytes), compile_norms)
 
 
 @dataclass
@@ -128,7 +128,7 @@ class UpdateVariants:
             return variant
         keep = variant.keep_layers if self.ceiling is None else min(variant.keep_layers, self.ceiling)
         self.ceiling = keep
-        return UpdateVariant(keep, variant.compile_update)
+        return UpdateVariant(keep, variant.compile_norms)
 
     def measured(self, variant: UpdateVariant, largest_tokens: int | None, peak_bytes: int | None) -> None:
         """A step's peak above its start; one that kept no layer (and packed at least as many
@@ -168,7 +168,7 @@ class StepMemory:
 def variant_metrics(variant: UpdateVariant, memory: StepMemory, peak_bytes: int | None) -> dict:
     """The choice as the step's metrics (`step_metrics.extra`)."""
     out = {"update_variant": variant.name, "update_keep_layers": variant.keep_layers,
-           "update_compiled": variant.compile_update}
+           "update_compile_norms": variant.compile_norms}
     if variant.note:
         out["update_variant_note"] = variant.note
     if memory.free is not None:

@@ -8,7 +8,7 @@ import torch
 from learn_helpers import optimizer_for, random_samples, tiny_policy, one_thread  # noqa: F401 (autouse)
 from tests.train.learn.test_learn_run_wiring import _opts
 from tests.train.test_run import CannedBackend, model_dir, tiny_model, tiny_tokenizer  # noqa: F401
-from train.learn.lora import compiled_update, keep_last_layers
+from train.learn.lora import compiled_norms, keep_last_layers
 from train.learn.step import StepConfig, grpo_step
 from train.learn.timing import PhaseTimer
 from train.learn.variant import (GIB, ModelShape, UpdateVariant, UpdateVariants, VariantSetting,
@@ -30,16 +30,16 @@ def test_kept_layers_are_what_the_headroom_fits_after_the_margin():
 
 def test_cpu_fsdp_and_the_first_step_keep_nothing_and_settings_win():
     cpu = choose_variant(QWEN3_8B, TOKENS, "cpu", None, None)
-    assert (cpu.keep_layers, cpu.compile_update, cpu.name) == (0, False, "sac+fused")
+    assert (cpu.keep_layers, cpu.compile_norms, cpu.name) == (0, False, "sac+fused")
     first = choose_variant(QWEN3_8B, TOKENS, "cuda", 120 * GIB, None)
-    assert (first.keep_layers, first.compile_update, first.name) == (0, True, "sac+fused+normc+compile")
+    assert (first.keep_layers, first.compile_norms, first.name) == (0, True, "sac+fused+normc")
     sharded = choose_variant(QWEN3_8B, TOKENS, "cuda", 120 * GIB, 28 * GIB, sharded=True)
-    assert (sharded.keep_layers, sharded.compile_update, sharded.note) == (0, False, "fsdp: no layers kept")
+    assert (sharded.keep_layers, sharded.compile_norms, sharded.note) == (0, False, "fsdp: no layers kept")
     measured = choose_variant(QWEN3_8B, TOKENS, "cuda", 120 * GIB, 28 * GIB)
-    assert measured.name == "sac+fused+keep11+normc+compile" and not measured.note
-    set_ = choose_variant(QWEN3_8B, TOKENS, "cpu", None, None, VariantSetting(keep_layers=40, compile_update=True))
-    assert (set_.keep_layers, set_.compile_update, set_.note) == (36, True, "set")
-    off = choose_variant(QWEN3_8B, TOKENS, "cuda", 120 * GIB, 28 * GIB, VariantSetting(compile_update=False))
+    assert measured.name == "sac+fused+keep11+normc" and not measured.note
+    set_ = choose_variant(QWEN3_8B, TOKENS, "cpu", None, None, VariantSetting(keep_layers=40, compile_norms=True))
+    assert (set_.keep_layers, set_.compile_norms, set_.note) == (36, True, "set")
+    off = choose_variant(QWEN3_8B, TOKENS, "cuda", 120 * GIB, 28 * GIB, VariantSetting(compile_norms=False))
     assert off.name == "sac+fused+keep11"
 
 
@@ -59,12 +59,12 @@ def test_the_first_step_measures_then_later_steps_keep_what_fits_and_never_more(
 def test_settings_are_validated_and_recorded(tmp_path):
     from train.run import Knobs, RunOptions, resolve_settings, variant_setting
 
-    _, knobs, overrides = resolve_settings(RunOptions(sets={"keep_layers": "4", "compile_update": "off"}))
-    assert variant_setting(knobs) == VariantSetting(keep_layers=4, compile_update=False)
-    assert overrides["keep_layers"] == 4 and overrides["compile_update"] == "off"
+    _, knobs, overrides = resolve_settings(RunOptions(sets={"keep_layers": "4", "compile_norms": "off"}))
+    assert variant_setting(knobs) == VariantSetting(keep_layers=4, compile_norms=False)
+    assert overrides["keep_layers"] == 4 and overrides["compile_norms"] == "off"
     assert variant_setting(Knobs()) == VariantSetting()  # auto
-    with pytest.raises(TerminalError, match="compile_update=yes: use auto, on or off"):
-        variant_setting(Knobs(compile_update="yes"))
+    with pytest.raises(TerminalError, match="compile_norms=yes: use auto, on or off"):
+        variant_setting(Knobs(compile_norms="yes"))
     with pytest.raises(TerminalError, match="keep_layers=-2"):
         variant_setting(Knobs(keep_layers=-2))
 
@@ -107,43 +107,34 @@ def _norms(policy) -> list:
     return [m for m in policy.modules() if type(m).__name__.endswith("RMSNorm")]
 
 
-def _compiled(policy) -> list:
-    """What the update compiles: the norms, each layer's MLP and its q/k/v/o projections."""
-    layers = [m for m in policy.modules() if type(m).__name__.endswith("DecoderLayer")]
-    return _norms(policy) + [m for layer in layers for m in
-                             (layer.mlp, *(getattr(layer.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")))]
-
-
-def test_the_updates_modules_are_compiled_inside_and_eager_again_after_even_on_error(monkeypatch):
+def test_norms_are_compiled_inside_and_eager_again_after_even_on_error(monkeypatch):
     fake = FakeCompile()
     monkeypatch.setattr(torch, "compile", fake)
     policy = tiny_policy()
     ids = torch.tensor([[1, 2, 3]])
-    with compiled_update(policy) as count:
-        # 2 norms per layer + the final one; per layer its MLP and 4 projections
-        assert count == len(_compiled(policy)) == 5 + 2 * 5
+    with compiled_norms(policy) as count:
+        assert count == len(_norms(policy)) == 5  # 2 per layer + the final norm
         policy(input_ids=ids)
-    assert len(fake.grad_modes) == 15  # one forward: every compiled module called once
-    assert all(m._compiled_call_impl is None for m in _compiled(policy))
+    assert len(fake.grad_modes) == 5
+    assert all(m._compiled_call_impl is None for m in _norms(policy))
     policy(input_ids=ids)
-    assert len(fake.grad_modes) == 15  # eager after: no call went through the compiled path
-    with pytest.raises(RuntimeError, match="boom"), compiled_update(policy):
+    assert len(fake.grad_modes) == 5  # eager after: no call went through the compiled path
+    with pytest.raises(RuntimeError, match="boom"), compiled_norms(policy):
         raise RuntimeError("boom")
-    assert all(m._compiled_call_impl is None for m in _compiled(policy))
-    with compiled_update(policy, enabled=False) as count:
-        assert count == 0 and all(m._compiled_call_impl is None for m in _compiled(policy))
+    assert all(m._compiled_call_impl is None for m in _norms(policy))
+    with compiled_norms(policy, enabled=False) as count:
+        assert count == 0 and all(m._compiled_call_impl is None for m in _norms(policy))
 
 
-def test_the_step_compiles_its_modules_for_the_update_only(monkeypatch):
+def test_the_step_compiles_the_norms_for_the_update_only(monkeypatch):
     fake = FakeCompile()
     monkeypatch.setattr(torch, "compile", fake)
     policy = tiny_policy()
-    grpo_step(policy, optimizer_for(policy), random_samples(6), StepConfig(token_budget=10_000, compile_update=True),
+    grpo_step(policy, optimizer_for(policy), random_samples(6), StepConfig(token_budget=10_000, compile_norms=True),
               PhaseTimer())
-    # one micro-batch: forward (15 modules) and the checkpointed recompute of both layers in
-    # backward (2 norms, the MLP, 4 projections each); old_log_prob and ref ran eager
-    assert fake.grad_modes == [True] * (15 + 2 * 7)
-    assert all(m._compiled_call_impl is None for m in _compiled(policy))
+    # one micro-batch: forward (5 norms) and the checkpointed recompute in backward (4 layer norms)
+    assert fake.grad_modes == [True] * 9
+    assert all(m._compiled_call_impl is None for m in _norms(policy))
 
 
 def test_train_run_records_the_variant_in_step_metrics(db_url, model_dir, monkeypatch, tmp_path):
@@ -162,7 +153,7 @@ def test_train_run_records_the_variant_in_step_metrics(db_url, model_dir, monkey
     extras = [(run_id, step, json.loads(extra)) for run_id, step, extra in rows]
     assert [(r, s) for r, s, _ in extras] == [("r_variant", 1), ("r_variant", 2), ("r_kept", 1)]
     for _, _, extra in extras[:2]:
-        assert (extra["update_variant"], extra["update_keep_layers"], extra["update_compiled"]) == \
+        assert (extra["update_variant"], extra["update_keep_layers"], extra["update_compile_norms"]) == \
             ("sac+fused", 0, False)
         assert extra["update_variant_note"] == "cpu: no layers kept" and "update_peak_gib" not in extra
     kept = extras[2][2]
@@ -172,7 +163,7 @@ def test_train_run_records_the_variant_in_step_metrics(db_url, model_dir, monkey
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_compiled_update_in_the_update_beside_the_generators_compiled_decode_on_gpu(tiny_model, tiny_tokenizer):
+def test_compiled_norms_in_the_update_beside_the_generators_compiled_decode_on_gpu(tiny_model, tiny_tokenizer):
     """Issue 18: the update's compiled norms and the generation's compiled decode (static path,
     torch.compile fullgraph) and CUDA-graph decode (paged path) on one shared module, three rounds
     (the second step keeps both layers: the decode sees the flags change): after each update the
@@ -200,7 +191,7 @@ def test_compiled_update_in_the_update_beside_the_generators_compiled_decode_on_
         assert [c.response_token_ids for c in HFBackend(policy, tiny_tokenizer).generate(request, greedy)[0]] == tokens
         samples = [Sample(c.prompt_token_ids, c.response_token_ids, float(i), "g") for i, c in enumerate(eager)]
         metrics = learner.step(samples, PhaseTimer(), step_no)
-        assert metrics["update_compiled"] and metrics["update_variant"].endswith("+normc+compile")
-        assert all(m._compiled_call_impl is None for m in _compiled(policy))
+        assert metrics["update_compile_norms"] and metrics["update_variant"].endswith("+normc")
+        assert all(m._compiled_call_impl is None for m in _norms(policy))
         keeps.append(metrics["update_keep_layers"])
     assert keeps == [0, 2, 2]
