@@ -34,7 +34,7 @@ def _kernel():
 
     @triton.jit
     def paged_decode_kernel(Q, K, V, Tables, Lengths, Out, Max, Sum,
-                            stride_qn, stride_qh, stride_kt, stride_kh, stride_tn,
+                            stride_qn, stride_qh, stride_kb, stride_kt, stride_kh, stride_tn,
                             stride_on, stride_oh, stride_os, stride_og,
                             stride_mn, stride_mh, stride_ms,
                             scale, tokens_per_split,
@@ -57,50 +57,65 @@ def _kernel():
             t = t0 + tl.arange(0, TILE)
             valid = t < end
             block = tl.load(Tables + n * stride_tn + t // BS, mask=valid, other=0)
-            slot = block.to(tl.int64) * BS + t % BS
-            k = tl.load(K + slot[:, None] * stride_kt + h * stride_kh + d[None, :], mask=valid[:, None], other=0.0)
+            slot = block.to(tl.int64) * stride_kb + (t % BS) * stride_kt + h * stride_kh
+            k = tl.load(K + slot[:, None] + d[None, :], mask=valid[:, None], other=0.0)
             qk = tl.dot(q, tl.trans(k)) * scale  # (GP, TILE) fp32
             qk = tl.where(valid[None, :], qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp(m_i - m_new)
             p = tl.exp(qk - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(V + slot[:, None] * stride_kt + h * stride_kh + d[None, :], mask=valid[:, None], other=0.0)
+            v = tl.load(V + slot[:, None] + d[None, :], mask=valid[:, None], other=0.0)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
-        tl.store(Out + n * stride_on + h * stride_oh + s * stride_os + g[:, None] * stride_og + d[None, :], acc)
-        tl.store(Max + n * stride_mn + h * stride_mh + s * stride_ms + g, m_i)
-        tl.store(Sum + n * stride_mn + h * stride_mh + s * stride_ms + g, l_i)
+        real = g < G  # the padded query rows are not stored: the merge reads only the group's
+        tl.store(Out + n * stride_on + h * stride_oh + s * stride_os + g[:, None] * stride_og + d[None, :], acc,
+                 mask=real[:, None])
+        tl.store(Max + n * stride_mn + h * stride_mh + s * stride_ms + g, m_i, mask=real)
+        tl.store(Sum + n * stride_mn + h * stride_mh + s * stride_ms + g, l_i, mask=real)
 
     return paged_decode_kernel
 
 
 TILE = 64
 TARGET_PROGRAMS = 528  # 4 per SM of an H200: enough splits to fill it when few rows are left
+WARPS, STAGES = 4, 2
+LAYOUT = "nhd"  # what the pool of train.generate.paged holds (the benchmark's baseline)
 
 
-def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_size: int, scale: float):
-    """query (N, Hq, D); pools (slots, Hkv, D); tables (N, M) block ids; lengths (N,) -> (N, Hq, D)."""
+def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_size: int, scale: float,
+                 target: int | None = None, tile: int | None = None, warps: int | None = None,
+                 stages: int | None = None):
+    """query (N, Hq, D); pools (slots, Hkv, D) or (blocks, Hkv, block_size, D); tables (N, M) block
+    ids; lengths (N,) -> (N, Hq, D).
+    `target` (programs to aim for), `tile`, `warps` and `stages` default to the module's settings
+    (benchmarks/paged_kernel_bench.py measures the alternatives)."""
     import torch
 
+    target, tile = target or TARGET_PROGRAMS, tile or TILE
     n, heads, dim = query.shape
     kv_heads = pool_k.shape[1]
+    if pool_k.dim() == 3:  # token-major: slot = block * block_size + offset, then heads
+        stride_kb, stride_kt, stride_kh = block_size * pool_k.stride(0), pool_k.stride(0), pool_k.stride(1)
+    else:  # head-major blocks: each (block, head) holds its block_size tokens contiguously
+        stride_kb, stride_kh, stride_kt = pool_k.stride(0), pool_k.stride(1), pool_k.stride(2)
     group = heads // kv_heads
     padded = max(16, 1 << (group - 1).bit_length())
-    splits = max(1, min(-(-TARGET_PROGRAMS // (n * kv_heads)), -(-max_length // (4 * TILE))))
-    per_split = -(-(-(-max_length // splits)) // TILE) * TILE
+    splits = max(1, min(-(-target // (n * kv_heads)), -(-max_length // (4 * tile))))
+    per_split = -(-(-(-max_length // splits)) // tile) * tile
     splits = -(-max_length // per_split)
-    out = torch.empty((n, kv_heads, splits, padded, dim), device=query.device, dtype=torch.float32)
-    mx = torch.empty((n, kv_heads, splits, padded), device=query.device, dtype=torch.float32)
+    out = torch.empty((n, kv_heads, splits, group, dim), device=query.device, dtype=torch.float32)
+    mx = torch.empty((n, kv_heads, splits, group), device=query.device, dtype=torch.float32)
     sm = torch.empty_like(mx)
     query, tables = query.contiguous(), tables.contiguous()
     _kernel()[(n, kv_heads, splits)](
         query, pool_k, pool_v, tables, lengths, out, mx, sm,
-        query.stride(0), query.stride(1), pool_k.stride(0), pool_k.stride(1), tables.stride(0),
+        query.stride(0), query.stride(1), stride_kb, stride_kt, stride_kh, tables.stride(0),
         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
         mx.stride(0), mx.stride(1), mx.stride(2),
-        scale, per_split, G=group, GP=padded, D=dim, BS=block_size, TILE=TILE, num_warps=4, num_stages=2)
-    top = mx.max(2, keepdim=True).values  # (n, Hkv, 1, GP)
-    weight = torch.exp(mx - top)  # (n, Hkv, S, GP): empty splits weigh 0
-    merged = (weight[..., None] * out).sum(2) / (weight * sm).sum(2)[..., None]  # (n, Hkv, GP, D)
-    return merged[:, :, :group].reshape(n, heads, dim).to(query.dtype)
+        scale, per_split, G=group, GP=padded, D=dim, BS=block_size, TILE=tile,
+        num_warps=warps or WARPS, num_stages=stages or STAGES)
+    top = mx.max(2, keepdim=True).values  # (n, Hkv, 1, G)
+    weight = torch.exp(mx - top)  # (n, Hkv, S, G): empty splits weigh 0
+    merged = (weight[..., None] * out).sum(2) / (weight * sm).sum(2)[..., None]  # (n, Hkv, G, D)
+    return merged.reshape(n, heads, dim).to(query.dtype)
