@@ -25,6 +25,10 @@ is measured over the optimizer steps after the first (warm-up); peak memory is
 compared with is the measured steady step time x `--member-steps` (96, seed 004's formal
 member): an extrapolation from the measured step, said so in the output.
 
+`--ours-variants` adds runs of ours with `train rm --set` overrides (the levers not yet on by
+default: `pack_tokens`, several pairs per packed row up to a token budget; `selective_checkpointing`;
+`lora_bf16_inputs`), each against TRL in the ratios.
+
 Prints one JSON line per trainer and the ratios: ours/TRL pairs/s (target >= 2x), peak
 memory against the seed's 26,592 MiB, soup seconds / member seconds (target <= 0.10).
 Needs torch, transformers, peft, and for the TRL side trl (>= 1.16) and datasets.
@@ -81,26 +85,30 @@ def make_pairs(n: int, prompt: tuple[int, int], answer: tuple[int, int], seed: i
     return pairs
 
 
-def run_ours(args, pairs) -> dict:
-    """`train rm`'s member loop on the pairs, then the soup's accumulate and export."""
+def run_ours(args, pairs, sets: dict | None = None) -> dict:
+    """`train rm`'s member loop on the pairs, then (the default settings only) the soup's
+    accumulate and export. `sets`: `--set`-style overrides of a variant (no soup)."""
     from types import SimpleNamespace
 
     import torch
 
     from train.rm.artifacts import Retention
     from train.rm.publish import NullPublisher
-    from train.rm.run import Clock, Context, RMOptions, soup_accumulate_export, train_member
+    from train.rm.run import Clock, Context, RMOptions, apply_sets, soup_accumulate_export, train_member
     from train.rm.soup import RunningMean
 
     device = torch.device("cpu" if args.smoke else "cuda")
     opts = RMOptions(model=str(args.model_dir), max_steps=args.steps, grad_accum=args.grad_accum, device=device.type)
+    opts = apply_sets(opts, sets or {})
     ctx = Context(run_id="bench", base_path=Path(args.model_dir), out_dir=Path(args.work), device=device,
                   tokenizer=SimpleNamespace(pad_token_id=0), pairs=pairs, eval_rows=[], eval_ids=[], proxy_index=[],
                   data_errors=[], retention=Retention(), pack=True)
     publisher = _StepTimes()
     _reset_peak()
     model, _ = train_member(opts, ctx, 0, 0, Clock(None, 0.0), publisher, log=lambda line: None)
-    out = _summary("ours", publisher.seconds, args.grad_accum, _peak_mib(), {"pack": True})
+    out = _summary("ours", publisher.seconds, args.grad_accum, _peak_mib(), {"pack": True, "sets": sets or {}})
+    if sets:
+        return out
     soup = RunningMean(device)
     first_s, n_params = soup_accumulate_export(model, soup, Path(args.work) / "soup_1")
     del model
@@ -213,7 +221,11 @@ def _summary(name: str, seconds: list[float], accum: int, peak_mib: float, extra
 def child(args) -> None:
     with open(args.pairs_file) as fh:
         pairs = [tuple(p) for p in json.load(fh)]
-    result = run_ours(args, pairs) if args.child == "ours" else run_trl(args, pairs)
+    if args.child.startswith("ours"):
+        spec = args.child[len("ours["):-1] if args.child.startswith("ours[") else ""
+        result = run_ours(args, pairs, dict(item.split("=", 1) for item in spec.split(",") if item))
+    else:
+        result = run_trl(args, pairs)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -229,7 +241,8 @@ def parent(args) -> None:
     pairs_file = work / "pairs.json"
     pairs_file.write_text(json.dumps(pairs))
     results = {}
-    for name in args.trainers.split(","):
+    variants = [f"ours[{v.strip()}]" for v in args.ours_variants.split(";") if v.strip()]
+    for name in args.trainers.split(",") + variants:
         t0 = time.perf_counter()
         cmd = [sys.executable, __file__, "--child", name, "--pairs-file", str(pairs_file),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
@@ -265,6 +278,10 @@ def ratios(results: dict, member_steps: int) -> dict:
         out["pairs_per_s_ours_over_trl"] = round(ours["pairs_per_s"] / trl["pairs_per_s"], 3)
         if trl["peak_mib"]:  # 0 in a --smoke run on CPU
             out["peak_ours_over_trl"] = round(ours["peak_mib"] / trl["peak_mib"], 3)
+    for name, variant in results.items():
+        if name.startswith("ours[") and trl:
+            out[f"pairs_per_s_{name}_over_trl"] = round(variant["pairs_per_s"] / trl["pairs_per_s"], 3)
+            out[f"peak_mib_{name}"] = variant["peak_mib"]
     return out
 
 
@@ -277,6 +294,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=32, help="fewer for a quick smoke run")
     ap.add_argument("--member-steps", type=int, default=96, help="a soup member's steps (seed 004: 96)")
     ap.add_argument("--trainers", default="ours,trl")
+    ap.add_argument("--ours-variants", default="",
+                    help="more runs of ours, ';'-separated, each a comma list of train rm --set overrides, e.g. "
+                         "'pack_tokens=8192;selective_checkpointing=true,lora_bf16_inputs=true' (no soup for these)")
     ap.add_argument("--smoke", action="store_true", help="toy shape on CPU: checks the wiring only")
     ap.add_argument("--work", default="/tmp/rm_bench")
     ap.add_argument("--model-dir", default="/tmp/rm_bench/mistral7b_random")

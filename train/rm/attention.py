@@ -4,11 +4,13 @@ Chosen and rejected conversations share their prompt, and under causal attention
 states are the same in both; so the prompt is computed ONCE and each answer attends to it and
 to itself (never to the other answer). Per pair that is P + A_c + A_r tokens instead of TRL's
 2 * (P + max(A_c, A_r)), and every part goes through SDPA without a [T, T] mask: the prompt with
-`is_causal`, each answer over [prompt; answer] with a lower-right causal bias (the answer's
-first token sees the whole prompt). With no shared prefix it is plain per-sequence packing.
+`is_causal`, each answer over [prompt; answer] causal aligned at the end (the answer's first
+token sees the whole prompt; flash attention's causal flag on the GPU). With no shared prefix it is plain per-sequence packing.
 Gradients are those of two separate forwards (the prompt gets both answers' gradients).
 
-The boundaries [0, P, P + A_c, P + A_c + A_r] travel as transformers' `cu_seq_lens_q` keyword
+Several pairs may share the row, one after another (`--set pack_tokens=N`); each attends only
+within itself. The boundaries [0, P, P + A_c, P + A_c + A_r, then the same for each further
+pair from where the last ended] travel as transformers' `cu_seq_lens_q` keyword
 (passed down to the attention function, also on the gradient-checkpointing recompute), as in
 the GRPO learner's packed attention (train/learn/attention.py).
 """
@@ -24,27 +26,49 @@ def pair_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     """query (1, Hq, T, D), key/value (1, Hkv, T, D) -> ((1, T, Hq, D), None)."""
     import torch
     import torch.nn.functional as F
-    from torch.nn.attention.bias import causal_lower_right
-
     from train.learn.attention import _repeat_kv
 
     groups = query.shape[1] // key.shape[1]
     key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)  # (1, Hq, T, D)
-    _, p, mid, end = (int(x) for x in kwargs["cu_seq_lens_q"])
+    bounds = [int(x) for x in kwargs["cu_seq_lens_q"]]
     drop = dropout if module.training else 0.0
     out = query.new_empty(query.shape[0], query.shape[2], query.shape[1], value.shape[-1])  # (1, T, Hq, D)
-    if p:
-        prompt = F.scaled_dot_product_attention(query[:, :, :p], key[:, :, :p], value[:, :, :p], is_causal=True,
-                                                scale=scaling, dropout_p=drop)
-        out[:, :p] = prompt.transpose(1, 2)
-    for lo, hi in ((p, mid), (mid, end)):
-        k = torch.cat([key[:, :, :p], key[:, :, lo:hi]], dim=2)  # (1, Hq, P + A, D)
-        v = torch.cat([value[:, :, :p], value[:, :, lo:hi]], dim=2)
-        bias = causal_lower_right(hi - lo, p + hi - lo) if p else None
-        part = F.scaled_dot_product_attention(query[:, :, lo:hi], k, v, attn_mask=bias, is_causal=not p,
-                                              scale=scaling, dropout_p=drop)
-        out[:, lo:hi] = part.transpose(1, 2)
+    for start, p, mid, end in zip(bounds[0:-1:3], bounds[1::3], bounds[2::3], bounds[3::3]):  # one pair each
+        if p > start:
+            prompt = F.scaled_dot_product_attention(query[:, :, start:p], key[:, :, start:p], value[:, :, start:p],
+                                                    is_causal=True, scale=scaling, dropout_p=drop)
+            out[:, start:p] = prompt.transpose(1, 2)
+        for lo, hi in ((p, mid), (mid, end)):
+            k = torch.cat([key[:, :, start:p], key[:, :, lo:hi]], dim=2)  # (1, Hq, P + A, D)
+            v = torch.cat([value[:, :, start:p], value[:, :, lo:hi]], dim=2)
+            if p > start:
+                part = _lower_right_causal(query[:, :, lo:hi], k, v, scaling, drop)
+            else:
+                part = F.scaled_dot_product_attention(query[:, :, lo:hi], k, v, is_causal=True, scale=scaling,
+                                                      dropout_p=drop)
+            out[:, lo:hi] = part.transpose(1, 2)
     return out, None
+
+
+def _lower_right_causal(query, key, value, scale, dropout: float):
+    """Causal attention of L queries over S >= L keys aligned at the END (query i sees keys up
+    to S - L + i: the answer sees the whole prompt). On the GPU, flash attention's own causal
+    flag, which is lower-right for L != S (what torch's `causal_lower_right` bias dispatches
+    to; called directly because that bias is a tensor subclass, which selective checkpointing's
+    dispatch mode refuses to create); elsewhere an explicit boolean mask."""
+    import torch
+    import torch.nn.functional as F
+
+    if query.is_cuda and query.size(-1) % 8 == 0:
+        from torch.backends.cuda import SDPAParams, can_use_flash_attention
+
+        if can_use_flash_attention(SDPAParams(query, key, value, None, dropout, True, False)):
+            return torch.ops.aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout, is_causal=True, return_debug_mask=False,
+                scale=scale if scale is not None else query.size(-1) ** -0.5)[0]
+    length, keys = query.shape[2], key.shape[2]
+    mask = torch.ones((length, keys), dtype=torch.bool, device=query.device).tril(diagonal=keys - length)
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale, dropout_p=dropout)
 
 
 @contextlib.contextmanager

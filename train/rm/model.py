@@ -100,20 +100,40 @@ def pair_attention(model, pack: bool):
 
 def _packed_rewards(model, chosen, rejected, device):
     """One row [prompt | chosen answer | rejected answer]: the shared prompt once."""
+    r_chosen, r_rejected = packed_rewards(model, [(chosen, rejected)], device)
+    return r_chosen[0], r_rejected[0]
+
+
+def packed_rewards(model, pairs, device):
+    """(r_chosen (k,), r_rejected (k,)) for k pairs in ONE row without padding:
+    [prompt 1 | chosen 1 | rejected 1 | prompt 2 | ...], each pair's positions from 0 and its
+    parts attending as in :mod:`train.rm.attention` (never to another pair). Call it, and the
+    backward, inside :func:`pair_attention` with pack on."""
     import torch
 
     from train.rm.attention import shared_prefix
 
-    p = shared_prefix(chosen, rejected)
-    a, b = len(chosen) - p, len(rejected) - p
-    ids = torch.tensor([chosen + rejected[p:]], device=device)  # (1, P + A_c + A_r)
-    positions = torch.cat([torch.arange(p + a), torch.arange(p, p + b)]).unsqueeze(0).to(device)
-    bounds = torch.tensor([0, p, p + a, p + a + b], dtype=torch.int32)
-    hidden = _backbone(model)(input_ids=ids, position_ids=positions, cu_seq_lens_q=bounds,
+    ids, positions, bounds, ends = [], [], [0], []
+    for chosen, rejected in pairs:
+        start, p = bounds[-1], shared_prefix(chosen, rejected)
+        a, b = len(chosen) - p, len(rejected) - p
+        ids += list(chosen) + list(rejected[p:])
+        positions += list(range(p + a)) + list(range(p, p + b))
+        bounds += [start + p, start + p + a, start + p + a + b]
+        ends += [start + p + a - 1, start + p + a + b - 1]
+    hidden = _backbone(model)(input_ids=torch.tensor([ids], device=device),
+                              position_ids=torch.tensor([positions], device=device),
+                              cu_seq_lens_q=torch.tensor(bounds, dtype=torch.int32),
                               use_cache=False).last_hidden_state  # (1, T, H)
-    ends = torch.tensor([p + a - 1, p + a + b - 1], device=device)
-    rewards = _head(model)(hidden[0, ends]).squeeze(-1)  # (2,)
-    return rewards[0], rewards[1]
+    rewards = _head(model)(hidden[0, torch.tensor(ends, device=device)]).squeeze(-1).view(-1, 2)  # (k, 2)
+    return rewards[:, 0], rewards[:, 1]
+
+
+def packed_length(chosen, rejected) -> int:
+    """Tokens the pair takes in a packed row: the shared prompt once, then both answers."""
+    from train.rm.attention import shared_prefix
+
+    return len(chosen) + len(rejected) - shared_prefix(chosen, rejected)
 
 
 def _backbone(model):

@@ -67,6 +67,10 @@ class RMOptions:
     device: str = "auto"
     pack: bool | None = None  # None: packed (one row, no padding); False: TRL's padded two-row batch
     grad_checkpointing: bool | None = None  # None: on for CUDA
+    # levers for pairs/s, off by default until measured on a GPU (benchmarks/rm_bench.py --ours-variants):
+    pack_tokens: int = 0  # 0: one pair per forward (micro-batch 1); N: consecutive pairs share a row up to N tokens
+    selective_checkpointing: bool = False  # recompute all but the attention outputs (the GRPO update's policy)
+    lora_bf16_inputs: bool = False  # GPU: no fp32 copy of each LoRA layer's input (the GRPO update's mixed precision)
     soup_device: str = "auto"  # auto: the training device; cpu: host accumulator (memory-checked)
     eval_batch_rows: int = 1
     phase: str = "formal"
@@ -192,6 +196,9 @@ def _setup(opts: RMOptions, log) -> Context:
     from train.rm.data import check_no_overlap, proxy_rows, read_eval, read_pairs
     from train.rm.model import encode, load_tokenizer
 
+    if opts.pack_tokens < 0 or (opts.pack_tokens and opts.pack is False):
+        raise TerminalError(f"--set pack_tokens={opts.pack_tokens}: pairs share a row only in the packed layout; "
+                            "use 0 (one pair per forward) or drop --set pack=false")
     pairs_path, eval_path = Path(opts.pairs or synthetic.PAIRS_FILE), Path(opts.eval or synthetic.EVAL_FILE)
     pairs, rows = read_pairs(pairs_path), read_eval(eval_path)
     for error in pairs.errors + rows.errors:
@@ -254,7 +261,12 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id),
                      LoraSpec(opts.lora_rank, opts.lora_alpha, opts.lora_dropout))
     if opts.grad_checkpointing if opts.grad_checkpointing is not None else ctx.device.type == "cuda":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if opts.selective_checkpointing:
+            from train.learn.lora import _save_attention_policy
+
+            kwargs["context_fn"] = _save_attention_policy()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         model.enable_input_require_grads()
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -279,24 +291,29 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
 
 
 def _update(opts, ctx, model, optimizer, params, order) -> dict:
-    """One optimizer step over `grad_accum` pairs: the Bradley-Terry loss, averaged."""
+    """One optimizer step over `grad_accum` pairs: the Bradley-Terry loss, averaged. Pairs go
+    one per forward, or several per packed row (`pack_tokens`): the loss is a sum over pairs,
+    so the gradients are the same either way."""
     import torch
     import torch.nn.functional as F
 
-    from train.rm.model import pair_attention, pair_rewards
+    from train.rm.model import packed_rewards, pair_attention, pair_rewards
 
     _reset_peak(ctx.device)
     start = time.perf_counter()
     loss_sum, correct = 0.0, 0
-    for _ in range(opts.grad_accum):
-        chosen, rejected = ctx.pairs[next(order)]
+    pairs = [ctx.pairs[next(order)] for _ in range(opts.grad_accum)]
+    for pack in _packs(pairs, opts.pack_tokens):
         with pair_attention(model, ctx.pack):
-            with _autocast(ctx.device):
-                r_chosen, r_rejected = pair_rewards(model, chosen, rejected, ctx.device, ctx.pack)
-            loss = -F.logsigmoid(r_chosen.float() - r_rejected.float())
-            (loss / opts.grad_accum).backward()
-        loss_sum += loss.item()
-        correct += int(r_chosen.item() > r_rejected.item())
+            with _autocast(ctx.device, model, opts.lora_bf16_inputs):
+                if len(pack) > 1:
+                    r_chosen, r_rejected = packed_rewards(model, pack, ctx.device)  # (k,) each
+                else:
+                    r_chosen, r_rejected = (r[None] for r in pair_rewards(model, *pack[0], ctx.device, ctx.pack))
+            losses = -F.logsigmoid(r_chosen.float() - r_rejected.float())  # (k,)
+            (losses.sum() / opts.grad_accum).backward()
+        loss_sum += losses.sum().item()
+        correct += int((r_chosen > r_rejected).sum().item())
     grad_norm = torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm).item()
     lr = optimizer.param_groups[0]["lr"]
     optimizer.step()
@@ -306,11 +323,33 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
             "pairs": opts.grad_accum}
 
 
-def _autocast(device):
-    """bf16 compute over the fp32 LoRA weights on GPU (as TRL's bf16=True); nothing on CPU."""
+def _autocast(device, model=None, bf16_inputs: bool = False):
+    """bf16 compute over the fp32 LoRA weights on GPU (as TRL's bf16=True); nothing on CPU.
+    `bf16_inputs`: without peft's fp32 cast of each LoRA input (same products under autocast)."""
     import torch
 
+    if bf16_inputs and device.type == "cuda":
+        from train.learn.lora import _autocast_without_input_casts
+
+        return _autocast_without_input_casts(model, "cuda", torch.bfloat16)
     return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def _packs(pairs: list, budget: int) -> list[list]:
+    """Consecutive pairs grouped while their packed tokens stay within `budget` (a pair longer
+    than the budget goes alone); budget 0: one pair per group."""
+    from train.rm.model import packed_length
+
+    packs, size = [], 0
+    for pair in pairs:
+        n = packed_length(*pair)
+        if packs and budget and size + n <= budget:
+            packs[-1].append(pair)
+            size += n
+        else:
+            packs.append([pair])
+            size = n
+    return packs
 
 
 def _cosine(optimizer, warmup: int, total: int):

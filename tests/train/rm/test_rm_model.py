@@ -64,3 +64,45 @@ def test_packed_gradients_match_separate_forwards(reward_model, prefix):
     (model(input_ids=torch.tensor([a])).logits - model(input_ids=torch.tensor([b])).logits).sum().backward()
     assert torch.allclose(packed_grad, head.grad, atol=1e-6) and packed_grad.abs().sum() > 0
     model.zero_grad(set_to_none=True)
+
+
+def test_several_pairs_in_one_row_score_and_train_like_separate_forwards(reward_model):
+    """`pack_tokens`: three pairs (a shared prompt, none, a long one) in one row give each side
+    the reward of its own forward, and the summed loss the gradients of separate forwards."""
+    from train.rm.model import packed_length, packed_rewards, pair_attention
+
+    model, _ = reward_model
+    prompt = list(range(100, 109))
+    pairs = [(prompt + list(range(5, 30)), prompt + list(range(40, 52))),
+             (list(range(60, 70)), list(range(70, 85))),
+             (list(range(200, 240)) + [7], list(range(200, 240)) + [8, 9])]
+    assert [packed_length(*p) for p in pairs] == [9 + 25 + 12, 25, 40 + 1 + 2]
+    lora = [p for n, p in model.named_parameters() if p.requires_grad and "lora_A" in n][0]
+    with pair_attention(model, True):
+        r_chosen, r_rejected = packed_rewards(model, pairs, torch.device("cpu"))
+        (r_chosen - r_rejected).sum().backward()
+    packed_grad, lora.grad = lora.grad.clone(), None
+    alone = [(model(input_ids=torch.tensor([c])).logits[0, 0], model(input_ids=torch.tensor([r])).logits[0, 0])
+             for c, r in pairs]
+    sum(c - r for c, r in alone).backward()
+    assert torch.allclose(r_chosen, torch.stack([c for c, _ in alone]), atol=1e-5)
+    assert torch.allclose(r_rejected, torch.stack([r for _, r in alone]), atol=1e-5)
+    assert torch.allclose(packed_grad, lora.grad, atol=1e-6) and packed_grad.abs().sum() > 0
+    model.zero_grad(set_to_none=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_answers_flash_path_is_causal_from_the_end():
+    """On the GPU an answer attends through flash attention's causal flag (lower-right for
+    fewer queries than keys); it must equal the explicit end-aligned mask."""
+    import torch.nn.functional as F
+
+    from train.rm.attention import _lower_right_causal
+
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 5, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 4, 12, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    mask = torch.ones((5, 12), dtype=torch.bool, device="cuda").tril(diagonal=7)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    assert torch.allclose(_lower_right_causal(q, k, v, None, 0.0).float(), want, atol=2e-2)

@@ -137,3 +137,77 @@ def test_a_soup_stops_before_a_member_that_would_not_fit_the_budget(tiny_base, s
         budget = con.execute('SELECT "stop_reason", "steps", "members", "snapshots_published" FROM "rm_budgets"').fetchall()
         official = con.execute('SELECT "official" FROM "rm_evaluations" WHERE "split" = \'full\'').fetchall()
     assert budget == [("wall_clock_budget_exhausted", 2, 1, 1)] and official == [(True,)]
+
+
+def test_pairs_pack_up_to_the_token_budget_in_order():
+    from train.rm.run import _packs
+
+    pairs = [([1] * n, [2] * n) for n in (10, 10, 30, 5, 50, 1)]  # packed lengths 20, 20, 60, 10, 100, 2
+    assert [len(p) for p in _packs(pairs, 0)] == [1] * 6
+    assert [[len(c) for c, _ in p] for p in _packs(pairs, 60)] == [[10, 10], [30], [5], [50], [1]]
+    assert [[len(c) for c, _ in p] for p in _packs(pairs, 100)] == [[10, 10, 30], [5], [50], [1]]
+    assert sum(len(p) for p in _packs(pairs, 33)) == 6  # nothing dropped, a pair over the budget goes alone
+
+
+def test_a_step_over_packed_rows_equals_a_step_one_pair_per_forward(tiny_base, tmp_path):
+    """Same pairs, same seed: one optimizer step with pairs packed several to a row gives the
+    loss, accuracy and LoRA weights of the step with one pair per forward."""
+    import dataclasses
+
+    import torch
+
+    from train.rm.run import Clock, RMOptions, _setup, train_member
+
+    opts = RMOptions(model=str(tiny_base), max_steps=1, grad_accum=6, lora_rank=4, lora_alpha=8, lora_dropout=0.0,
+                     max_length=64, lr=1e-2, device="cpu", out_dir=str(tmp_path / "out"))
+    ctx = _setup(opts, log=lambda line: None)
+    rows = {}
+
+    class Steps:
+        def __init__(self, key):
+            self.key = key
+
+        def step(self, row):
+            rows[self.key] = row
+
+    models = {}
+    for key, budget in (("alone", 0), ("packed", 1000)):  # 6 pairs of <= 128 tokens: one row
+        models[key], _ = train_member(dataclasses.replace(opts, pack_tokens=budget), ctx, 0, 0, Clock(None, 0.0),
+                                      Steps(key), log=lambda line: None)
+    assert rows["packed"]["loss"] == pytest.approx(rows["alone"]["loss"], abs=1e-5)
+    assert rows["packed"]["accuracy"] == rows["alone"]["accuracy"]
+    weights = [{n: p.detach() for n, p in m.named_parameters() if p.requires_grad} for m in models.values()]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.allclose(weights[0][n], weights[1][n], atol=1e-5) for n in weights[0])
+    assert max(len(c) + len(r) for c, r in ctx.pairs) <= 128  # so budget 1000 put all 6 in one row
+
+
+def test_pack_tokens_needs_the_packed_layout(tiny_base, tmp_path):
+    from train.rm.run import RMOptions, _setup
+    from warehouse.errors import TerminalError
+
+    with pytest.raises(TerminalError, match="pack_tokens=4096"):
+        _setup(RMOptions(model=str(tiny_base), pack=False, pack_tokens=4096, out_dir=str(tmp_path)), log=print)
+
+
+def test_selective_checkpointing_trains_like_full_checkpointing(tiny_base, tmp_path):
+    """`selective_checkpointing` (attention outputs kept, the rest recomputed, as the GRPO
+    update does) changes memory and time, not the step: same loss and LoRA weights."""
+    import dataclasses
+
+    import torch
+
+    from train.rm.run import Clock, RMOptions, _setup, train_member
+
+    opts = RMOptions(model=str(tiny_base), max_steps=1, grad_accum=3, lora_rank=4, lora_alpha=8, lora_dropout=0.0,
+                     max_length=64, lr=1e-2, device="cpu", grad_checkpointing=True, pack_tokens=1000,
+                     out_dir=str(tmp_path / "out"))
+    ctx = _setup(opts, log=lambda line: None)
+    rows, weights = {}, {}
+    for selective in (False, True):
+        publisher = type("Steps", (), {"step": lambda self, row, s=selective: rows.__setitem__(s, row)})()
+        model, _ = train_member(dataclasses.replace(opts, selective_checkpointing=selective), ctx, 0, 0,
+                                Clock(None, 0.0), publisher, log=lambda line: None)
+        weights[selective] = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    assert rows[True]["loss"] == pytest.approx(rows[False]["loss"], abs=1e-6)
+    assert all(torch.allclose(weights[True][n], weights[False][n], atol=1e-6) for n in weights[False])
