@@ -20,6 +20,13 @@ tokens (`nodes.n_response_tokens`), printing the round's tokens/s (generated tok
 one GPU per rank, every rank generating its share of each call), then prints each count's
 generation tokens/s over the first's and whether the rounds are identical node by node.
 
+`--continue` runs `--rounds` more rounds after the last run in `--dir` (`train run
+--resume-from RUN:STEP` with the same checkpoint directory; the warehouse gets a new run row
+that names the one it resumed): two rounds of the 8B at the arm's caps take longer than one
+device call, so the first call runs `--rounds 1` and the next `--rounds 1 --continue`, with
+`--dir` inside the repository and ignored by git (`.round_bench/`), which the device machine
+keeps between calls while it stays warm.
+
 A failed run (e.g. an OOM) prints the trainer's one `Error:` line and what it had written.
 """
 from __future__ import annotations
@@ -95,6 +102,8 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/round_bench", help="model, warehouse and checkpoints go here")
     parser.add_argument("--set", dest="sets", action="append", default=[], help="passed to train run --set")
     parser.add_argument("--nproc", default="1", help="rank counts to run in turn, e.g. 1,2")
+    parser.add_argument("--continue", dest="cont", action="store_true",
+                        help="resume after the last run in --dir (its checkpoint) for --rounds more rounds")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     root = Path(args.dir) / args.size
@@ -104,17 +113,26 @@ def main() -> None:
     print(f"model {model} ready in {time.perf_counter() - start:.0f} s", flush=True)
     db, stem = root / "w.duckdb", f"round_bench_{args.size.replace('.', 'p')}_{int(time.time())}"
     subprocess.run([sys.executable, "-m", "warehouse.cli", "--db", str(db), "init"], check=True)
-    results = [run_once(args, model, root, db, f"{stem}_np{n}", n) for n in map(int, args.nproc.split(","))]
+    resume = None
+    if args.cont:
+        last = root / "last_run.json"
+        if not last.is_file():
+            sys.exit(f"--continue: no earlier run in {root} ({last} is missing); run once without it first")
+        resume = json.loads(last.read_text())
+        print(f"continuing {resume['run_id']} after round {resume['last_round']}", flush=True)
+    results = [run_once(args, model, root, db, f"{stem}_np{n}", n, resume) for n in map(int, args.nproc.split(","))]
     if len(results) > 1:
         compare(db, results)
     if args.out:
         Path(args.out).write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
 
 
-def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int) -> dict:
+def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int, resume: dict | None = None) -> dict:
     command = [sys.executable, "-m", "train.cli", "run", "--arm", args.arm, "--model", str(model),
                "--rounds", str(args.rounds), "--no-health-gate", "--device", args.device, "--db", str(db),
                "--checkpoint-dir", str(root / "ck"), "--run-id", run_id]
+    if resume is not None:
+        command += ["--resume-from", f"{resume['run_id']}:{resume['last_round']}"]
     if nproc > 1:  # 1: the plain one-process run, the baseline
         command += ["--nproc", str(nproc)]
     for pair in args.sets:
@@ -125,6 +143,8 @@ def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int) -
               "exit_code": done.returncode, **read_back(db, run_id)}
     for step in result["steps"]:
         print(json.dumps(step), flush=True)
+    if result["rounds_written"] and nproc == 1:  # what --continue resumes from
+        (root / "last_run.json").write_text(json.dumps({"run_id": run_id, "last_round": max(result["rounds_written"])}))
     return result
 
 
