@@ -183,9 +183,11 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
     build_twin(tmp_path / f"tasks-{token}", "spaceship-titanic")
     task = load_task("spaceship-titanic", tmp_path / f"tasks-{token}")
     targets = [*map(str, planted), str(warehouse), str(checkpoints), str(bundled), str(task.answers_path)]
-    code = case("hunt_for_answers.py").replace("PLANTED_JSON", json.dumps(targets)).replace("TOKEN_VALUE", token)
+    code = (case("hunt_for_answers.py").replace("PLANTED_JSON", json.dumps(targets)).replace("TOKEN_VALUE", token)
+            .replace("DEADLINE_S", "120" if allow_list else "8"))  # 8 s walked under load once: not enough
     try:
-        record = evaluate_code(task, code, limits=dataclasses.replace(limits, allow_list=allow_list))
+        record = evaluate_code(task, code, limits=dataclasses.replace(limits, allow_list=allow_list,
+                                                                      timeout_s=240 if allow_list else limits.timeout_s))
         assert all(Path(t).exists() for t in targets)  # the host still has every one of them
     finally:
         import shutil

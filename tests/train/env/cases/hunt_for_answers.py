@@ -7,7 +7,9 @@ import time
 PLANTED = json.loads('PLANTED_JSON')
 TOKEN = "TOKEN_VALUE"
 found = []
-deadline, complete = time.monotonic() + 8, True  # the deny-list fallback shows the whole machine
+# the allow-list's view is small and must be walked to the end (a long deadline, so a loaded
+# machine cannot cut it short); the deny-list fallback shows the whole machine (a short one)
+deadline, complete = time.monotonic() + DEADLINE_S, True
 for top, dirs, files in os.walk("/", onerror=lambda e: None):
     if time.monotonic() > deadline:
         complete = False
