@@ -139,22 +139,31 @@ def mixed_precision(policy):
 
 def _autocast_without_input_casts(policy, device_type, dtype):
     import torch
-    from peft.tuners.tuners_utils import BaseTunerLayer
 
     @contextlib.contextmanager
     def ctx():
-        layers = [m for m in policy.modules() if isinstance(m, BaseTunerLayer)]
-        saved = [getattr(m, "cast_input_dtype_enabled", True) for m in layers]
-        try:
-            for m in layers:
-                m.cast_input_dtype_enabled = False
-            with torch.autocast(device_type=device_type, dtype=dtype):
-                yield
-        finally:
-            for m, flag in zip(layers, saved):
-                m.cast_input_dtype_enabled = flag
+        with lora_input_casts_off(policy), torch.autocast(device_type=device_type, dtype=dtype):
+            yield
 
     return ctx()
+
+
+@contextlib.contextmanager
+def lora_input_casts_off(policy, enabled: bool = True):
+    """peft's cast of each LoRA layer's input to the adapter's dtype, off while inside. Keep a
+    checkpointed backward inside too: its recompute reads the flags, and a recomputed tensor of
+    another dtype than the forward's is an error."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in policy.modules() if isinstance(m, BaseTunerLayer)] if enabled else []
+    saved = [getattr(m, "cast_input_dtype_enabled", True) for m in layers]
+    try:
+        for m in layers:
+            m.cast_input_dtype_enabled = False
+        yield
+    finally:
+        for m, flag in zip(layers, saved):
+            m.cast_input_dtype_enabled = flag
 
 
 def fuse_lora(policy) -> int:

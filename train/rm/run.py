@@ -297,6 +297,7 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
     import torch
     import torch.nn.functional as F
 
+    from train.learn.lora import lora_input_casts_off
     from train.rm.model import packed_rewards, pair_attention, pair_rewards
 
     _reset_peak(ctx.device)
@@ -304,8 +305,8 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
     loss_sum, correct = 0.0, 0
     pairs = [ctx.pairs[next(order)] for _ in range(opts.grad_accum)]
     for pack in _packs(pairs, opts.pack_tokens):
-        with pair_attention(model, ctx.pack):
-            with _autocast(ctx.device, model, opts.lora_bf16_inputs):
+        with pair_attention(model, ctx.pack), lora_input_casts_off(model, opts.lora_bf16_inputs):  # backward too
+            with _autocast(ctx.device):
                 if len(pack) > 1:
                     r_chosen, r_rejected = packed_rewards(model, pack, ctx.device)  # (k,) each
                 else:
@@ -323,15 +324,12 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
             "pairs": opts.grad_accum}
 
 
-def _autocast(device, model=None, bf16_inputs: bool = False):
+def _autocast(device):
     """bf16 compute over the fp32 LoRA weights on GPU (as TRL's bf16=True); nothing on CPU.
-    `bf16_inputs`: without peft's fp32 cast of each LoRA input (same products under autocast)."""
+    With `lora_bf16_inputs`, peft's fp32 cast of each LoRA input is off (same products under
+    autocast, without an fp32 copy of the activations per adapted layer)."""
     import torch
 
-    if bf16_inputs and device.type == "cuda":
-        from train.learn.lora import _autocast_without_input_casts
-
-        return _autocast_without_input_casts(model, "cuda", torch.bfloat16)
     return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 

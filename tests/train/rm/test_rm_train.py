@@ -204,10 +204,14 @@ def test_selective_checkpointing_trains_like_full_checkpointing(tiny_base, tmp_p
                      out_dir=str(tmp_path / "out"))
     ctx = _setup(opts, log=lambda line: None)
     rows, weights = {}, {}
-    for selective in (False, True):
-        publisher = type("Steps", (), {"step": lambda self, row, s=selective: rows.__setitem__(s, row)})()
-        model, _ = train_member(dataclasses.replace(opts, selective_checkpointing=selective), ctx, 0, 0,
+    for selective, bf16_inputs in ((False, False), (True, False), (True, True)):  # fp32 on CPU: casts are no-ops
+        key = (selective, bf16_inputs)
+        publisher = type("Steps", (), {"step": lambda self, row, k=key: rows.__setitem__(k, row)})()
+        model, _ = train_member(dataclasses.replace(opts, selective_checkpointing=selective,
+                                                    lora_bf16_inputs=bf16_inputs), ctx, 0, 0,
                                 Clock(None, 0.0), publisher, log=lambda line: None)
-        weights[selective] = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
-    assert rows[True]["loss"] == pytest.approx(rows[False]["loss"], abs=1e-6)
-    assert all(torch.allclose(weights[True][n], weights[False][n], atol=1e-6) for n in weights[False])
+        weights[key] = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    base = (False, False)
+    for key in ((True, False), (True, True)):
+        assert rows[key]["loss"] == pytest.approx(rows[base]["loss"], abs=1e-6)
+        assert all(torch.allclose(weights[key][n], weights[base][n], atol=1e-6) for n in weights[base])
