@@ -23,7 +23,7 @@ def add_lora(model, rank: int, alpha: int, init: bool | str = True):
     return get_peft_model(model, LoraConfig(**kwargs))
 
 
-def _save_attention_policy():
+def save_attention_policy():
     """Selective checkpointing: keep attention outputs, recompute the rest of the layer.
 
     The recompute in backward then redoes the (cheap, memory-bound) linears and norms but not
@@ -60,7 +60,7 @@ def prepare_for_training(policy, gradient_checkpointing: bool = True, selective:
     if gradient_checkpointing:
         kwargs = {"use_reentrant": False}
         if selective:
-            kwargs["context_fn"] = _save_attention_policy()
+            kwargs["context_fn"] = save_attention_policy()
         if hasattr(lm, "activation_checkpointing_enable"):  # transformers >= 5.2x's name
             lm.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:

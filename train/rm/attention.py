@@ -41,12 +41,7 @@ def pair_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         for lo, hi in ((p, mid), (mid, end)):
             k = torch.cat([key[:, :, start:p], key[:, :, lo:hi]], dim=2)  # (1, Hq, P + A, D)
             v = torch.cat([value[:, :, start:p], value[:, :, lo:hi]], dim=2)
-            if p > start:
-                part = _lower_right_causal(query[:, :, lo:hi], k, v, scaling, drop)
-            else:
-                part = F.scaled_dot_product_attention(query[:, :, lo:hi], k, v, is_causal=True, scale=scaling,
-                                                      dropout_p=drop)
-            out[:, lo:hi] = part.transpose(1, 2)
+            out[:, lo:hi] = _lower_right_causal(query[:, :, lo:hi], k, v, scaling, drop).transpose(1, 2)
     return out, None
 
 
@@ -59,6 +54,9 @@ def _lower_right_causal(query, key, value, scale, dropout: float):
     import torch
     import torch.nn.functional as F
 
+    length, keys = query.shape[2], key.shape[2]
+    if length == keys:  # no prompt before the answer: plain causal
+        return F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scale, dropout_p=dropout)
     if query.is_cuda and query.size(-1) % 8 == 0:
         from torch.backends.cuda import SDPAParams, can_use_flash_attention
 
@@ -66,7 +64,6 @@ def _lower_right_causal(query, key, value, scale, dropout: float):
             return torch.ops.aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout, is_causal=True, return_debug_mask=False,
                 scale=scale if scale is not None else query.size(-1) ** -0.5)[0]
-    length, keys = query.shape[2], key.shape[2]
     mask = torch.ones((length, keys), dtype=torch.bool, device=query.device).tril(diagonal=keys - length)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale, dropout_p=dropout)
 

@@ -263,9 +263,9 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     if opts.grad_checkpointing if opts.grad_checkpointing is not None else ctx.device.type == "cuda":
         kwargs = {"use_reentrant": False}
         if opts.selective_checkpointing:
-            from train.learn.lora import _save_attention_policy
+            from train.learn.lora import save_attention_policy
 
-            kwargs["context_fn"] = _save_attention_policy()
+            kwargs["context_fn"] = save_attention_policy()
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         model.enable_input_require_grads()
     model.train()
@@ -307,10 +307,10 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
     for pack in _packs(pairs, opts.pack_tokens):
         with pair_attention(model, ctx.pack), lora_input_casts_off(model, opts.lora_bf16_inputs):  # backward too
             with _autocast(ctx.device):
-                if len(pack) > 1:
+                if ctx.pack:
                     r_chosen, r_rejected = packed_rewards(model, pack, ctx.device)  # (k,) each
-                else:
-                    r_chosen, r_rejected = (r[None] for r in pair_rewards(model, *pack[0], ctx.device, ctx.pack))
+                else:  # TRL's padded two-row batch: one pair (pack_tokens needs the packed layout)
+                    r_chosen, r_rejected = (r[None] for r in pair_rewards(model, *pack[0], ctx.device, pack=False))
             losses = -F.logsigmoid(r_chosen.float() - r_rejected.float())  # (k,)
             (losses.sum() / opts.grad_accum).backward()
         loss_sum += losses.sum().item()

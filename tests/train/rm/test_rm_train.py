@@ -149,36 +149,32 @@ def test_pairs_pack_up_to_the_token_budget_in_order():
     assert sum(len(p) for p in _packs(pairs, 33)) == 6  # nothing dropped, a pair over the budget goes alone
 
 
+def one_step(base, out, **settings):
+    """One optimizer step of member 0 on the bundled pairs (tiny settings): (its step row, its
+    LoRA and head weights)."""
+    from train.rm.run import Clock, RMOptions, _setup, train_member
+
+    opts = RMOptions(model=str(base), max_steps=1, grad_accum=6, lora_rank=4, lora_alpha=8, lora_dropout=0.0,
+                     max_length=64, lr=1e-2, device="cpu", out_dir=str(out), **settings)
+    rows = []
+    publisher = type("Steps", (), {"step": lambda self, row: rows.append(row)})()
+    model, _ = train_member(opts, _setup(opts, log=lambda line: None), 0, 0, Clock(None, 0.0), publisher,
+                            log=lambda line: None)
+    return rows[0], {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+
+
 def test_a_step_over_packed_rows_equals_a_step_one_pair_per_forward(tiny_base, tmp_path):
     """Same pairs, same seed: one optimizer step with pairs packed several to a row gives the
     loss, accuracy and LoRA weights of the step with one pair per forward."""
-    import dataclasses
+    from train.rm.run import RMOptions, _setup
 
-    import torch
-
-    from train.rm.run import Clock, RMOptions, _setup, train_member
-
-    opts = RMOptions(model=str(tiny_base), max_steps=1, grad_accum=6, lora_rank=4, lora_alpha=8, lora_dropout=0.0,
-                     max_length=64, lr=1e-2, device="cpu", out_dir=str(tmp_path / "out"))
-    ctx = _setup(opts, log=lambda line: None)
-    rows = {}
-
-    class Steps:
-        def __init__(self, key):
-            self.key = key
-
-        def step(self, row):
-            rows[self.key] = row
-
-    models = {}
-    for key, budget in (("alone", 0), ("packed", 1000)):  # 6 pairs of <= 128 tokens: one row
-        models[key], _ = train_member(dataclasses.replace(opts, pack_tokens=budget), ctx, 0, 0, Clock(None, 0.0),
-                                      Steps(key), log=lambda line: None)
-    assert rows["packed"]["loss"] == pytest.approx(rows["alone"]["loss"], abs=1e-5)
-    assert rows["packed"]["accuracy"] == rows["alone"]["accuracy"]
-    weights = [{n: p.detach() for n, p in m.named_parameters() if p.requires_grad} for m in models.values()]
-    assert weights[0].keys() == weights[1].keys()
-    assert all(torch.allclose(weights[0][n], weights[1][n], atol=1e-5) for n in weights[0])
+    ctx = _setup(RMOptions(model=str(tiny_base), max_length=64, device="cpu", out_dir=str(tmp_path)), log=print)
+    alone, alone_weights = one_step(tiny_base, tmp_path, pack_tokens=0)
+    packed, packed_weights = one_step(tiny_base, tmp_path, pack_tokens=1000)  # 6 pairs of <= 128 tokens: one row
+    assert packed["loss"] == pytest.approx(alone["loss"], abs=1e-5)
+    assert packed["accuracy"] == alone["accuracy"]
+    assert packed_weights.keys() == alone_weights.keys()
+    assert all(torch.allclose(packed_weights[n], alone_weights[n], atol=1e-5) for n in alone_weights)
     assert max(len(c) + len(r) for c, r in ctx.pairs) <= 128  # so budget 1000 put all 6 in one row
 
 
@@ -193,25 +189,10 @@ def test_pack_tokens_needs_the_packed_layout(tiny_base, tmp_path):
 def test_selective_checkpointing_trains_like_full_checkpointing(tiny_base, tmp_path):
     """`selective_checkpointing` (attention outputs kept, the rest recomputed, as the GRPO
     update does) changes memory and time, not the step: same loss and LoRA weights."""
-    import dataclasses
-
-    import torch
-
-    from train.rm.run import Clock, RMOptions, _setup, train_member
-
-    opts = RMOptions(model=str(tiny_base), max_steps=1, grad_accum=3, lora_rank=4, lora_alpha=8, lora_dropout=0.0,
-                     max_length=64, lr=1e-2, device="cpu", grad_checkpointing=True, pack_tokens=1000,
-                     out_dir=str(tmp_path / "out"))
-    ctx = _setup(opts, log=lambda line: None)
-    rows, weights = {}, {}
-    for selective, bf16_inputs in ((False, False), (True, False), (True, True)):  # fp32 on CPU: casts are no-ops
-        key = (selective, bf16_inputs)
-        publisher = type("Steps", (), {"step": lambda self, row, k=key: rows.__setitem__(k, row)})()
-        model, _ = train_member(dataclasses.replace(opts, selective_checkpointing=selective,
-                                                    lora_bf16_inputs=bf16_inputs), ctx, 0, 0,
-                                Clock(None, 0.0), publisher, log=lambda line: None)
-        weights[key] = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
-    base = (False, False)
-    for key in ((True, False), (True, True)):
-        assert rows[key]["loss"] == pytest.approx(rows[base]["loss"], abs=1e-6)
-        assert all(torch.allclose(weights[key][n], weights[base][n], atol=1e-6) for n in weights[base])
+    settings = dict(grad_checkpointing=True, pack_tokens=1000)
+    base, base_weights = one_step(tiny_base, tmp_path, **settings)
+    for bf16_inputs in (False, True):  # fp32 on CPU: the casts are no-ops, the wiring runs
+        row, weights = one_step(tiny_base, tmp_path, selective_checkpointing=True, lora_bf16_inputs=bf16_inputs,
+                                **settings)
+        assert row["loss"] == pytest.approx(base["loss"], abs=1e-6)
+        assert all(torch.allclose(weights[n], base_weights[n], atol=1e-6) for n in base_weights)

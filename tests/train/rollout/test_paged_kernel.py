@@ -26,6 +26,10 @@ want = _decode_rows(query, pool.keys[0], pool.values[0], step, slice(0, len(leng
 got = paged_decode(query[:, :, 0], pool.keys[0], pool.values[0], tables, lengths, 700, 16, 32 ** -0.5)
 err = (got - want).abs().max().item()
 assert err < 1e-4, err
+blocks = [p.view(60, 16, 2, 32).transpose(1, 2).contiguous() for p in (pool.keys[0], pool.values[0])]  # head-major
+got = paged_decode(query[:, :, 0], *blocks, tables, lengths, 700, 16, 32 ** -0.5)
+err = max(err, (got - want).abs().max().item())
+assert err < 1e-4, err
 print("ok", err)
 """
 
