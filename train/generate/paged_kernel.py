@@ -5,7 +5,9 @@ share the key/value head (grouped-query attention: each K/V tile is read once fo
 group), walks its split of the row's tokens through the block table 64 tokens a tile, and keeps
 an online softmax in fp32. A second, small step merges the splits by their log-sum-exp. The
 pool is read in place: no gathered copy of the cache, no mask tensor, no fp32 score matrix in
-memory. Splits keep the GPU busy when few rows are left (the long tail of a round).
+memory. Splits keep the GPU busy when few rows are left (the long tail of a round); each row's
+own length is cut into them, so a graph captured for a wider table than the rows fill still
+keeps every split at work.
 """
 from __future__ import annotations
 
@@ -37,15 +39,18 @@ def _kernel():
                             stride_qn, stride_qh, stride_kb, stride_kt, stride_kh, stride_tn,
                             stride_on, stride_oh, stride_os, stride_og,
                             stride_mn, stride_mh, stride_ms,
-                            scale, tokens_per_split,
+                            scale,
                             G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                             TILE: tl.constexpr):
         n = tl.program_id(0)
         h = tl.program_id(1)
         s = tl.program_id(2)
         length = tl.load(Lengths + n)
-        start = s * tokens_per_split
-        end = tl.minimum(start + tokens_per_split, length)
+        # each row's own tokens are cut into the grid's splits (whole tiles): a row keeps every
+        # split busy however far the table width (a decode graph's power-of-two bucket) exceeds it
+        per_split = tl.cdiv(tl.cdiv(length, tl.num_programs(2)), TILE) * TILE
+        start = s * per_split
+        end = tl.minimum(start + per_split, length)
         g = tl.arange(0, GP)
         d = tl.arange(0, D)
         q = tl.load(Q + n * stride_qn + (h * G + g)[:, None] * stride_qh + d[None, :],
@@ -102,8 +107,6 @@ def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_
     group = heads // kv_heads
     padded = max(16, 1 << (group - 1).bit_length())
     splits = max(1, min(-(-target // (n * kv_heads)), -(-max_length // (4 * tile))))
-    per_split = -(-(-(-max_length // splits)) // tile) * tile
-    splits = -(-max_length // per_split)
     out = torch.empty((n, kv_heads, splits, group, dim), device=query.device, dtype=torch.float32)
     mx = torch.empty((n, kv_heads, splits, group), device=query.device, dtype=torch.float32)
     sm = torch.empty_like(mx)
@@ -113,7 +116,7 @@ def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_
         query.stride(0), query.stride(1), stride_kb, stride_kt, stride_kh, tables.stride(0),
         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
         mx.stride(0), mx.stride(1), mx.stride(2),
-        scale, per_split, G=group, GP=padded, D=dim, BS=block_size, TILE=tile,
+        scale, G=group, GP=padded, D=dim, BS=block_size, TILE=tile,
         num_warps=warps or WARPS, num_stages=stages or STAGES)
     top = mx.max(2, keepdim=True).values  # (n, Hkv, 1, G)
     weight = torch.exp(mx - top)  # (n, Hkv, S, G): empty splits weigh 0
