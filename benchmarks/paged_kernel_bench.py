@@ -9,7 +9,9 @@ table width the decode graph would use (the power-of-two bucket of the longest r
 the Qwen3-1.7B's (16 query / 8 K/V heads, 128) and the Qwen3-8B's (32 / 8, 128).
 
 Variants: the pool's layout (token-major `nhd`, as the pool was first written, or head-major
-blocks `hnd`, vLLM's and FlashInfer's), programs to aim for, tile, warps, pipeline stages.
+blocks `hnd`, vLLM's and FlashInfer's), programs to aim for, tile, warps, pipeline stages, and
+what a split covers (`row`: each row's own length cut into the grid's splits; `width`: the
+table's width cut, so a row shorter than the width leaves its last splits empty).
 Baseline: the module's settings when the run starts (`--baseline`, default the shipped ones).
 Each variant's time is the median of `--reps` CUDA-event-timed calls; GB/s counts the K and V
 bytes of the live tokens (the floor any kernel must read). A variant whose output differs from
@@ -46,19 +48,24 @@ def main() -> None:
     parser.add_argument("--tiles", default="64,128")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--stages", default="2,3,4")
-    parser.add_argument("--baseline", default=None, help="layout,target,tile,warps,stages (default: the module's)")
+    parser.add_argument("--splits", default="row,width", help="what a split covers: row, width")
+    parser.add_argument("--baseline", default=None,
+                        help="layout,target,tile,warps,stages,split (default: the module's)")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--bandwidth", type=float, default=4.8e12)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
-    base = tuple(x if i == 0 else int(x) for i, x in enumerate(args.baseline.split(","))) if args.baseline else (
-        paged_kernel.LAYOUT, paged_kernel.TARGET_PROGRAMS, paged_kernel.TILE, paged_kernel.WARPS, paged_kernel.STAGES)
+    base = tuple(x if i in (0, 5) else int(x) for i, x in enumerate(args.baseline.split(","))) if args.baseline else (
+        paged_kernel.LAYOUT, paged_kernel.TARGET_PROGRAMS, paged_kernel.TILE, paged_kernel.WARPS, paged_kernel.STAGES,
+        paged_kernel.SPLIT)
     grid = [base] + [v for v in itertools.product(args.layouts.split(","), *(
-        tuple(int(x) for x in a.split(",")) for a in (args.targets, args.tiles, args.warps, args.stages))) if v != base]
+        tuple(int(x) for x in a.split(",")) for a in (args.targets, args.tiles, args.warps, args.stages)),
+        args.splits.split(",")) if v != base]
     device, bs = "cuda", 16
     torch.manual_seed(0)
-    results: dict = {"baseline": dict(zip(("layout", "target", "tile", "warps", "stages"), base)), "scenarios": {}}
+    results: dict = {"baseline": dict(zip(("layout", "target", "tile", "warps", "stages", "split"), base)),
+                     "scenarios": {}}
     totals = {v: 0.0 for v in grid}
     for size, (heads, kv_heads, dim) in HEADS.items():
         most = max(rows * longest for _, rows, _, longest, _ in SCENARIOS)
@@ -81,12 +88,13 @@ def main() -> None:
             want = None
             entry: dict = {"rows": rows, "tokens": int(lengths.sum()), "width": width, "variants": {}}
             for v in grid:
-                layout, target, tile, warps, stages = v
+                layout, target, tile, warps, stages, split = v
                 pool_k, pool_v = pools[layout]
 
                 def call():
                     return paged_kernel.paged_decode(query, pool_k, pool_v, tables, lengths, width, bs, dim ** -0.5,
-                                                     target=target, tile=tile, warps=warps, stages=stages)
+                                                     target=target, tile=tile, warps=warps, stages=stages,
+                                                     split=split)
 
                 try:
                     got = call()

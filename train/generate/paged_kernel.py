@@ -39,16 +39,18 @@ def _kernel():
                             stride_qn, stride_qh, stride_kb, stride_kt, stride_kh, stride_tn,
                             stride_on, stride_oh, stride_os, stride_og,
                             stride_mn, stride_mh, stride_ms,
-                            scale,
+                            scale, width_split,
                             G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                            TILE: tl.constexpr):
+                            TILE: tl.constexpr, ROW_SPLIT: tl.constexpr):
         n = tl.program_id(0)
         h = tl.program_id(1)
         s = tl.program_id(2)
         length = tl.load(Lengths + n)
-        # each row's own tokens are cut into the grid's splits (whole tiles): a row keeps every
-        # split busy however far the table width (a decode graph's power-of-two bucket) exceeds it
-        per_split = tl.cdiv(tl.cdiv(length, tl.num_programs(2)), TILE) * TILE
+        if ROW_SPLIT:  # each row's own tokens are cut into the grid's splits (whole tiles): every
+            # split works however far the table width (a decode graph's power-of-two bucket) exceeds the row
+            per_split = tl.cdiv(tl.cdiv(length, tl.num_programs(2)), TILE) * TILE
+        else:  # the table width is cut: a short row leaves its last splits empty
+            per_split = width_split
         start = s * per_split
         end = tl.minimum(start + per_split, length)
         g = tl.arange(0, GP)
@@ -85,16 +87,17 @@ def _kernel():
 TILE = 64
 TARGET_PROGRAMS = 528  # 4 per SM of an H200: enough splits to fill it when few rows are left
 WARPS, STAGES = 4, 2
+SPLIT = "row"  # what a split covers: "row" (a row's own length / splits) or "width" (the table's)
 LAYOUT = "nhd"  # what the pool of train.generate.paged holds (the benchmark's baseline)
 
 
 def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_size: int, scale: float,
                  target: int | None = None, tile: int | None = None, warps: int | None = None,
-                 stages: int | None = None):
+                 stages: int | None = None, split: str | None = None):
     """query (N, Hq, D); pools (slots, Hkv, D) or (blocks, Hkv, block_size, D); tables (N, M) block
     ids; lengths (N,) -> (N, Hq, D).
-    `target` (programs to aim for), `tile`, `warps` and `stages` default to the module's settings
-    (benchmarks/paged_kernel_bench.py measures the alternatives)."""
+    `target` (programs to aim for), `tile`, `warps`, `stages` and `split` default to the module's
+    settings (benchmarks/paged_kernel_bench.py measures the alternatives)."""
     import torch
 
     target, tile = target or TARGET_PROGRAMS, tile or TILE
@@ -107,6 +110,9 @@ def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_
     group = heads // kv_heads
     padded = max(16, 1 << (group - 1).bit_length())
     splits = max(1, min(-(-target // (n * kv_heads)), -(-max_length // (4 * tile))))
+    per_split = -(-(-(-max_length // splits)) // tile) * tile  # used by split "width" only
+    if (split or SPLIT) == "width":
+        splits = -(-max_length // per_split)
     out = torch.empty((n, kv_heads, splits, group, dim), device=query.device, dtype=torch.float32)
     mx = torch.empty((n, kv_heads, splits, group), device=query.device, dtype=torch.float32)
     sm = torch.empty_like(mx)
@@ -116,7 +122,7 @@ def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_
         query.stride(0), query.stride(1), stride_kb, stride_kt, stride_kh, tables.stride(0),
         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
         mx.stride(0), mx.stride(1), mx.stride(2),
-        scale, G=group, GP=padded, D=dim, BS=block_size, TILE=tile,
+        scale, per_split, G=group, GP=padded, D=dim, BS=block_size, TILE=tile, ROW_SPLIT=(split or SPLIT) == "row",
         num_warps=warps or WARPS, num_stages=stages or STAGES)
     top = mx.max(2, keepdim=True).values  # (n, Hkv, 1, G)
     weight = torch.exp(mx - top)  # (n, Hkv, S, G): empty splits weigh 0

@@ -31,9 +31,11 @@ got = paged_decode(query[:, :, 0], *blocks, tables, lengths, 700, 16, 32 ** -0.5
 err = max(err, (got - want).abs().max().item())
 assert err < 1e-4, err
 # a table far wider than the rows (a decode graph's bucket): every row is cut into the 16 splits
-got = paged_decode(query[:, :, 0], pool.keys[0], pool.values[0], tables, lengths, 4096, 16, 32 ** -0.5)
-err = max(err, (got - want).abs().max().item())
-assert err < 1e-4, err
+for split in ("row", "width"):
+    got = paged_decode(query[:, :, 0], pool.keys[0], pool.values[0], tables, lengths, 4096, 16, 32 ** -0.5,
+                       split=split)
+    err = max(err, (got - want).abs().max().item())
+    assert err < 1e-4, (split, err)
 print("ok", err)
 """
 
