@@ -28,7 +28,9 @@ length), so every method generates exactly the same tokens. At each cap of `--ca
 - `paged`: the hf backend's paged KV cache + continuous batching (train.generate.paged), the
   pool sized by `--gpu-memory-utilization`;
 - `static`: the previous path, one left-padded batch over a static cache of rows x (prompt +
-  cap), compiled decode step (CUDA graphs); OOM is reported as such;
+  cap), compiled decode step (CUDA graphs); OOM is reported as such; the first call at a shape
+  pays its compilation and graph capture;
+- `static_warm`: the static path again at the same shape (after `static`): its steady state;
 - `generate_batch`: transformers' own continuous batching (`paged|sdpa`), per-row lengths
   forced by its max_new_tokens per request where supported.
 Each reports tokens/s, peak GPU memory, and the memory-bandwidth bound of the mix: per decode
@@ -304,6 +306,7 @@ def run_arm_mix(args, results: dict) -> None:
             fn = {"paged": lambda: paged_run(model, prompts, lengths, args.gpu_memory_utilization, info,
                                              args.lookahead),
                   "static": lambda: static_run(model, prompts, lengths, step),
+                  "static_warm": lambda: static_run(model, prompts, lengths, step),
                   "generate_batch": lambda: generate_batch_run(model, prompts, lengths)}[method]
             measure(method + at, fn, tokens, results)
             entry = results[method + at]
