@@ -139,15 +139,16 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     with team.alone():  # rank 0's own work: a failure here stops every rank
         run_id = opts.run_id or new_run_id(arm.name)
         trees = _trees(opts, tasks, resume) if team.main else None  # before the model: a bad resume point fails fast
+        base = _resumed_update_base(opts, resume) if team.main else None
         writer = _writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
         if writer is not None:
             writer.claim()  # the run row, before round 1: a second run with this id stops here
         log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
         _prepare_model(opts, team, log)
-    run_id = team.share(run_id)
+    run_id, base = team.share((run_id, base))
     policy = _load_policy(opts, arm, log)
     generator = _generation_copy(policy, opts) if team.sharded and opts.learn else policy
-    learner = _learner(policy, arm, overrides, opts, resume, team, knobs) if opts.learn else None
+    learner = _learner(policy, arm, overrides, opts, resume, team, knobs, base) if opts.learn else None
     if learner is not None and team.sharded:
         _sync_generator(generator, learner, team)
     progress = None if opts.quiet or monitor is not None else log
@@ -375,6 +376,25 @@ def _resume_point(opts: RunOptions):
     from train.learn.checkpoint import parse_resume
 
     return parse_resume(opts.resume_from)
+
+
+def _resumed_update_base(opts: RunOptions, resume) -> tuple[int, int] | None:
+    """The update's measured base (largest micro-batch, peak above the step's start, of a step
+    that kept no layers) from the resumed lineage's `step_metrics`, so that a resumed process
+    keeps layers from its first step instead of measuring again (train.learn.variant)."""
+    if resume is None or not opts.learn:
+        return None
+    import json
+
+    from train.learn.variant import resumed_base
+    from train.rollout.lineage import lineage
+    from warehouse.db import connect
+
+    with connect(opts.db_url, read_only=True) as con:
+        extras = [extra for run, last in lineage(con, resume.run_id, resume.step) for (extra,) in con.execute(
+            'SELECT "extra" FROM "step_metrics" WHERE "run_id" = ? AND "step" <= ? ORDER BY "step"',
+            [run, last]).fetchall() if extra]
+    return resumed_base([json.loads(e) if isinstance(e, str) else e for e in extras])
 
 
 def _trees(opts: RunOptions, tasks: dict, resume) -> dict:
@@ -629,9 +649,10 @@ def _prepare_model(opts: RunOptions, team, log) -> None:
 
 
 def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, team=None,
-             knobs: Knobs | None = None) -> Learner:
+             knobs: Knobs | None = None, base: tuple[int, int] | None = None) -> Learner:
     """Prepare (and under FSDP shard) the policy, then the optimizer over its adapter, then the
-    checkpoint when resuming (the optimizer must see the sharded parameters)."""
+    checkpoint when resuming (the optimizer must see the sharded parameters). `base`: the update's
+    peak measured by the resumed run (`_resumed_update_base`)."""
     from train.learn.lora import make_optimizer
 
     if resume is not None and not opts.checkpoint_root:
@@ -640,6 +661,7 @@ def _learner(policy, arm: Arm, overrides: dict, opts: RunOptions, resume=None, t
     knobs = knobs or Knobs()
     config = step_config(arm, knobs)
     variants = prepare_update(policy.model, knobs, config, sharded=team is not None and team.sharded)
+    variants.base = base
     if team is not None and team.sharded:
         from train.learn.fsdp import shard_policy
 

@@ -101,10 +101,26 @@ def choose_variant(shape: ModelShape, tokens: int, device_type: str, free_bytes:
     return UpdateVariant(layers_that_fit(shape, tokens, free_bytes, base_peak_bytes), compile_norms)
 
 
+def resumed_base(extras: list[dict]) -> tuple[int, int] | None:
+    """The base a resumed process starts from, out of the steps it resumes (their
+    `step_metrics.extra`, oldest first): of those that kept no layer and recorded their peak, the
+    one that packed the most tokens, the latest on a tie (what `UpdateVariants.measured` held in
+    that process). None where none did (CPU, or every step kept layers): the first step measures."""
+    base = None
+    for extra in extras:
+        if extra.get("update_keep_layers") != 0 or extra.get("update_peak_gib") is None \
+                or not extra.get("largest_micro_batch"):
+            continue
+        entry = (int(extra["largest_micro_batch"]), int(extra["update_peak_gib"] * GIB))
+        if base is None or entry[0] >= base[0]:
+            base = entry
+    return base
+
+
 @dataclass
 class UpdateVariants:
     """The loop's choice step by step: steps run without kept layers until one has measured its
-    peak, then keep what fits. The auto count never rises again: each change of a layer's flag
+    peak (or a resumed run's steps had: `resumed_base`), then keep what fits. The auto count never rises again: each change of a layer's flag
     retraces a compiled decode step that reads it (the static generation path)."""
 
     shape: ModelShape

@@ -12,7 +12,7 @@ from train.learn.lora import compiled_norms, keep_last_layers
 from train.learn.step import StepConfig, grpo_step
 from train.learn.timing import PhaseTimer
 from train.learn.variant import (GIB, ModelShape, UpdateVariant, UpdateVariants, VariantSetting,
-                                 choose_variant, layers_that_fit)
+                                 choose_variant, layers_that_fit, resumed_base)
 from warehouse.errors import TerminalError
 
 QWEN3_8B = ModelShape(layers=36, hidden=4096, intermediate=12288)
@@ -54,6 +54,41 @@ def test_the_first_step_measures_then_later_steps_keep_what_fits_and_never_more(
     assert variants.choose("cuda", 60 * GIB).keep_layers == layers_that_fit(QWEN3_8B, TOKENS, 60 * GIB, 28 * GIB) == 3
     variants.measured(UpdateVariant(keep_layers=3), TOKENS, 60 * GIB)  # a step with kept layers is no base
     assert variants.base_peak() == 28 * GIB
+
+
+def test_a_resumed_base_is_the_widest_step_that_kept_no_layers():
+    extras = [{"update_keep_layers": 0, "update_peak_gib": 14.0, "largest_micro_batch": 18000},
+              {"update_keep_layers": 11, "update_peak_gib": 60.0, "largest_micro_batch": 36864},  # kept: no base
+              {"update_keep_layers": 0, "update_peak_gib": 20.0, "largest_micro_batch": 30000},
+              {"update_keep_layers": 0, "update_peak_gib": 9.0, "largest_micro_batch": 12000},  # narrower
+              {"update_keep_layers": 0, "largest_micro_batch": 36864},  # CPU: no peak recorded
+              {"update_variant": "sac+fused"}]
+    assert resumed_base(extras) == (30000, 20 * GIB)
+    assert resumed_base(extras[4:]) is None and resumed_base([]) is None
+    variants = UpdateVariants(QWEN3_8B, TOKENS, base=resumed_base(extras))
+    assert variants.choose("cuda", 120 * GIB).keep_layers == layers_that_fit(QWEN3_8B, TOKENS, 120 * GIB,
+                                                                              20 * GIB * TOKENS // 30000) > 0
+
+
+def test_a_resumed_run_keeps_layers_from_the_peak_its_lineage_measured(db_url, model_dir, monkeypatch, tmp_path):
+    import train.run
+    from train.learn import variant
+    from warehouse.db import connect
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    train.run.run(_opts(db_url, model_dir, tmp_path, "r_measured", 1), log=lambda line: None)
+    measured = {"update_keep_layers": 0, "update_peak_gib": 14.0, "largest_micro_batch": 18000}  # as on a GPU
+    with connect(db_url) as con:
+        con.execute('UPDATE "step_metrics" SET "extra" = ? WHERE "run_id" = \'r_measured\'', [json.dumps(measured)])
+    bases, choose = [], variant.UpdateVariants.choose
+    monkeypatch.setattr(variant.UpdateVariants, "choose",
+                        lambda self, *a: bases.append(self.base) or choose(self, *a))
+    train.run.run(_opts(db_url, model_dir, tmp_path, "r_resumed", 1, resume_from="r_measured:1"),
+                  log=lambda line: None)
+    assert bases == [(18000, 14 * GIB)]
+    bases.clear()
+    train.run.run(_opts(db_url, model_dir, tmp_path, "r_fresh", 1), log=lambda line: None)
+    assert bases == [None]  # not resumed: the first step measures
 
 
 def test_settings_are_validated_and_recorded(tmp_path):
