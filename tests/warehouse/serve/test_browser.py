@@ -132,15 +132,17 @@ def test_run_page_redraws_after_a_round_lands(browser, server, demo_url, shots):
 
     run_id, tasks = a_run(demo_url)
     load(browser, f"{server}/runs/{run_id}", shots, "run_before")
-    rounds = int(browser.find_element("id", "run-summary").get_attribute("data-rounds"))
+    rounds = int(browser.execute_script("return document.getElementById('run-summary').dataset.rounds"))
     last = sql(demo_url, 'SELECT max("round") FROM "nodes" WHERE "run_id" = ?', run_id)[0][0]
     add_round(demo_url, run_id, tasks, last + 1)
-    WebDriverWait(browser, 30).until(
-        lambda d: int(d.find_element("id", "run-summary").get_attribute("data-rounds")) == rounds + 1)
+    # read inside the page, in one script: the redraw replaces these elements, and a reference
+    # found by one call and read by the next can be stale in between (a clean run failed so)
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "const e = document.getElementById('run-summary'); return e && e.dataset.rounds") == str(rounds + 1))
     WebDriverWait(browser, 30).until(lambda d: last + 1 in d.execute_script(
-        "return document.getElementById('task-0-1').data[0].x"))
+        "const e = document.getElementById('task-0-1'); return e && e.data ? e.data[0].x : []"))
     browser.save_screenshot(str(shots / "run_after_new_round.png"))
-    assert "updated" in browser.find_element("id", "live-status").text
+    assert "updated" in browser.execute_script("return document.getElementById('live-status').textContent")
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
 
 
