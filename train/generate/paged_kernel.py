@@ -115,9 +115,10 @@ def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_
     group = heads // kv_heads
     padded = max(16, 1 << (group - 1).bit_length())
     splits = max(1, min(-(-target // (n * kv_heads)), -(-max_length // (4 * tile))))
-    per_split = -(-(-(-max_length // splits)) // tile) * tile  # used by split "width" only
-    if (split or SPLIT) == "width":
-        splits = -(-max_length // per_split)
+    row_split, width_split = (split or SPLIT) == "row", 0
+    if not row_split:  # whole tiles of the width; the last split may be dropped
+        width_split = -(-(-(-max_length // splits)) // tile) * tile
+        splits = -(-max_length // width_split)
     out = torch.empty((n, kv_heads, splits, group, dim), device=query.device, dtype=torch.float32)
     mx = torch.empty((n, kv_heads, splits, group), device=query.device, dtype=torch.float32)
     sm = torch.empty_like(mx)
@@ -127,7 +128,7 @@ def paged_decode(query, pool_k, pool_v, tables, lengths, max_length: int, block_
         query.stride(0), query.stride(1), stride_kb, stride_kt, stride_kh, tables.stride(0),
         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
         mx.stride(0), mx.stride(1), mx.stride(2),
-        scale, per_split, G=group, GP=padded, D=dim, BS=block_size, TILE=tile, ROW_SPLIT=(split or SPLIT) == "row",
+        scale, width_split, G=group, GP=padded, D=dim, BS=block_size, TILE=tile, ROW_SPLIT=row_split,
         num_warps=warps or WARPS, num_stages=stages or STAGES)
     top = mx.max(2, keepdim=True).values  # (n, Hkv, 1, G)
     weight = torch.exp(mx - top)  # (n, Hkv, S, G): empty splits weigh 0

@@ -168,7 +168,7 @@ def test_a_step_over_packed_rows_equals_a_step_one_pair_per_forward(tiny_base, t
     loss, accuracy and LoRA weights of the step with one pair per forward."""
     from train.rm.run import RMOptions, _setup
 
-    ctx = _setup(RMOptions(model=str(tiny_base), max_length=64, device="cpu", out_dir=str(tmp_path)), log=print)
+    ctx = _setup(RMOptions(model=str(tiny_base), max_length=64, device="cpu", out_dir=str(tmp_path)), log=lambda line: None)
     alone, alone_weights = one_step(tiny_base, tmp_path, pack_tokens=0)
     packed, packed_weights = one_step(tiny_base, tmp_path, pack_tokens=1000)  # 6 pairs of <= 128 tokens: one row
     assert packed["loss"] == pytest.approx(alone["loss"], abs=1e-5)
