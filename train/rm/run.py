@@ -67,7 +67,8 @@ class RMOptions:
     device: str = "auto"
     pack: bool | None = None  # None: packed (one row, no padding); False: TRL's padded two-row batch
     grad_checkpointing: bool | None = None  # None: on for CUDA
-    # levers for pairs/s, off by default until measured on a GPU (benchmarks/rm_bench.py --ours-variants):
+    # levers for pairs/s, off by default: all three together ran 0.80x the default's pairs/s on the H200
+    # (benchmarks/RESULTS.md, rm_bench.py --ours-variants); one at a time, not measured yet:
     pack_tokens: int = 0  # 0: one pair per forward (micro-batch 1); N: consecutive pairs share a row up to N tokens
     selective_checkpointing: bool = False  # recompute all but the attention outputs (the GRPO update's policy)
     lora_bf16_inputs: bool = False  # GPU: no fp32 copy of each LoRA layer's input (the GRPO update's mixed precision)
