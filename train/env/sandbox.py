@@ -402,7 +402,10 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
             pid, status, usage = os.wait4(proc.pid, 0)
             break
     proc.returncode = os.waitstatus_to_exitcode(status)
-    _kill_all(proc.pid, uid, psutil)  # stragglers that outlived a normal exit
+    # Stragglers that outlived a normal exit: by uid and process group only. The pid is reaped,
+    # so its number may already name another process (another node's bwrap, say), whose tree
+    # must not be killed; and a reaped process's children were reparented, out of its tree.
+    _kill_all(proc.pid, uid, psutil, tree=False)
     wall = time.monotonic() - start
     cpu_total = usage.ru_utime + usage.ru_stime
     peak_rss = max(peak_rss, usage.ru_maxrss * 1024)
@@ -426,13 +429,16 @@ def _tree_usage(psutil, pid: int, uid: int | None) -> tuple[float, int]:
     return cpu, rss
 
 
-def _node_processes(psutil, pid: int, uid: int | None) -> list:
-    """The node's process tree, plus (own uid) anything it detached with setsid/double fork."""
-    try:
-        root = psutil.Process(pid)
-        procs = {p.pid: p for p in [root, *root.children(recursive=True)]}
-    except psutil.Error:
-        procs = {}
+def _node_processes(psutil, pid: int, uid: int | None, tree: bool = True) -> list:
+    """The node's process tree (``tree``: only while ``pid`` is not yet reaped), plus (own uid)
+    anything it detached with setsid/double fork."""
+    procs = {}
+    if tree:
+        try:
+            root = psutil.Process(pid)
+            procs = {p.pid: p for p in [root, *root.children(recursive=True)]}
+        except psutil.Error:
+            procs = {}
     if uid is not None:
         for p in psutil.process_iter(["uids"]):
             if p.info["uids"] and p.info["uids"].real == uid:
@@ -440,13 +446,15 @@ def _node_processes(psutil, pid: int, uid: int | None) -> list:
     return list(procs.values())
 
 
-def _kill_all(pid: int, uid: int | None, psutil) -> None:
+def _kill_all(pid: int, uid: int | None, psutil, tree: bool = True) -> None:
     # Kill the node's processes below the launcher first: the launcher then reaps its child
     # (pid 1 of the node's pid namespace, whose death takes the namespace with it) and exits.
     # killpg(pid) is the last resort without namespaces; the uid sweep catches processes that
-    # left the group. A fork bomb refills: repeat.
+    # left the group. A fork bomb refills: repeat. ``tree=False`` once ``pid`` is reaped (see
+    # _watch): no tree, and the group only while no new process holds the number (the kernel
+    # gives no new process a pid that a live group still uses).
     for attempt in range(50):
-        alive = [p for p in _node_processes(psutil, pid, uid) if p.pid != pid and _alive(p)]
+        alive = [p for p in _node_processes(psutil, pid, uid, tree) if p.pid != pid and _alive(p)]
         if not alive:
             break
         for p in alive:
@@ -455,6 +463,8 @@ def _kill_all(pid: int, uid: int | None, psutil) -> None:
             except psutil.Error:
                 pass
         time.sleep(0.02)
+    if not tree and psutil.pid_exists(pid):
+        return  # reaped, and the number taken by a new process: no group of ours can hold it
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

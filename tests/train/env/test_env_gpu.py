@@ -2,6 +2,7 @@
 kill against a fake NVML whose utilisation the test sets."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from types import SimpleNamespace
@@ -94,6 +95,7 @@ def fake_nvml(monkeypatch):
 
 def test_a_node_that_leaves_its_gpu_idle_is_killed_as_gpu_idle(limits, fake_nvml):
     task = load_task("mini-tabular-accuracy")
+    limits = dataclasses.replace(limits, idle_window_s=1.5)  # judged on the (fake) GPU's utilisation
     record = evaluate(task, [GPU_SLEEPER], executor=LocalExecutor(gpus=[3]), limits=limits)[0]
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "GpuIdleError", -0.2)
     assert "visible 3" in record["term_tail"] and fake_nvml.asked[0] == 3
@@ -103,6 +105,7 @@ def test_a_node_that_leaves_its_gpu_idle_is_killed_as_gpu_idle(limits, fake_nvml
 def test_a_busy_gpu_keeps_the_node_alive_though_its_cpu_idles(limits, fake_nvml):
     fake_nvml.util = 55
     code = CPU_BUSY.replace("end = time.time() + 3\nwhile time.time() < end:\n    pass", "time.sleep(3)")
+    limits = dataclasses.replace(limits, idle_window_s=1.5)
     record = evaluate(load_task("mini-tabular-accuracy"), [code], executor=LocalExecutor(gpus=[0]), limits=limits)[0]
     assert record["exc_type"] is None and record["returncode"] == 0  # 3 s asleep > the 1.5 s window
     assert (record["gpu_util"], record["gpu_mem_used_gi"]) == (55.0, 3.0)

@@ -33,6 +33,8 @@ def test_every_status_gets_its_reward(case, limits):
         "invalid_submission": fenced(case("invalid_submission.py")),
         "idle": fenced(case("idle_sleep.py")),
     }
+    # a 5 s idle window: long against any stall of the working nodes, short against the sleeper's 60 s
+    limits = dataclasses.replace(limits, idle_window_s=5)
     records = dict(zip(completions, evaluate(task, list(completions.values()), LocalExecutor(2), limits)))
     got = {k: (r["status"], r["exc_type"], r["reward"]) for k, r in records.items()}
     humanrank = records["ok"]["humanrank"]
@@ -48,7 +50,7 @@ def test_every_status_gets_its_reward(case, limits):
     assert ok["test_metric"] == 0.75 and ok["oriented"] == 0.75  # the generator's reference score
     assert humanrank == pytest.approx(_humanrank_by_hand(task, 0.75))
     assert records["no_code"]["code"] == "" and records["no_code"]["exec_time"] is None
-    assert records["idle"]["exec_time"] < 10  # killed after the 1.5 s window, not the 20 s timeout
+    assert records["idle"]["exec_time"] < 15  # killed after the 5 s window, not the 20 s timeout
     assert set(ok["exec_timings"]) == {"pending", "stage", "exec", "retrieve"}
     assert ok["mem_peak_gi"] > 0.01 and ok["cpu_util_peak"] > 10
     for record in records.values():
@@ -194,7 +196,8 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
         shutil.rmtree(system_tmp, ignore_errors=True)
     lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
              for line in record["term_tail"].splitlines() if line.split(" ", 1)[0] in ("FOUND", "READABLE", "INPUT", "COMPLETE")}
-    assert record["returncode"] == 0, record["term_tail"]
+    why = {k: record[k] for k in ("status", "exc_type", "exec_time", "cpu_util_mean", "term_tail")}
+    assert record["returncode"] == 0, why
     assert lines["INPUT"] == sorted(p.name for p in task.public_dir.iterdir())  # public data is there
     if allow_list:
         assert lines["COMPLETE"] is True  # it walked every directory it could see
@@ -228,3 +231,30 @@ def test_a_node_can_ask_who_it_is(limits):
     code = "import getpass\nprint('USER', getpass.getuser(), flush=True)\n"
     record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
     assert record["returncode"] == 0 and "USER node" in record["term_tail"], record["term_tail"]
+
+
+def test_the_sweep_after_a_node_exits_spares_a_process_that_reuses_its_pid():
+    """After a node's process is reaped its pid may name a new process: another node's bwrap,
+    leader of its own group. The straggler sweep must not kill that tree or that group; the
+    sweep of a live node (tree=True) does kill them, the control."""
+    import subprocess
+
+    from train.env import sandbox
+
+    def neighbour():
+        proc = subprocess.Popen(["bash", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(proc.pid).children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return proc, psutil.Process(proc.pid).children()
+
+    proc, children = neighbour()
+    try:
+        sandbox._kill_all(proc.pid, None, psutil, tree=False)  # as if proc.pid were a reaped node's
+        time.sleep(0.2)
+        assert proc.poll() is None and all(c.is_running() and c.status() != "zombie" for c in children)
+    finally:
+        sandbox._kill_all(proc.pid, None, psutil)  # the control: a live node's sweep kills them all
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive
