@@ -438,7 +438,7 @@ def _node_processes(psutil, pid: int, uid: int | None, tree: bool = True) -> lis
             root = psutil.Process(pid)
             procs = {p.pid: p for p in [root, *root.children(recursive=True)]}
         except psutil.Error:
-            procs = {}
+            pass
     if uid is not None:
         for p in psutil.process_iter(["uids"]):
             if p.info["uids"] and p.info["uids"].real == uid:
