@@ -172,8 +172,10 @@ def fuse_lora(policy) -> int:
     peft computes base(x) + scale * B(A(x)) as separate kernels: the (T, out) product of B,
     a scale, an add. addmm folds the scale and the add into the second GEMM (beta = 1), which
     removes three passes over a (T, out) tensor per adapted layer, forward and backward. Same
-    math; anything unusual (adapter disabled, merged, dropout, DoRA, several adapters) falls
-    back to peft's forward. Returns how many layers were fused.
+    math, LoRA dropout included (applied to the input in the compute dtype, where peft applies
+    it after its cast to the adapter's dtype: the same masks' law, other random draws);
+    anything unusual (adapter disabled, merged, DoRA, several adapters) falls back to peft's
+    forward. Returns how many layers were fused.
     """
     import types
 
@@ -195,12 +197,12 @@ def _fused_forward(self, x, *args, **kwargs):
     names = self.active_adapters
     name = names[0] if len(names) == 1 else None
     if (args or kwargs or self.disable_adapters or self.merged or name not in self.lora_A
-            or not isinstance(self.lora_dropout[name], torch.nn.Identity) or self.use_dora.get(name)):
+            or self.use_dora.get(name)):
         return self._unfused_forward(x, *args, **kwargs)
     device = x.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
     result = self.base_layer(x)  # (..., out)
-    low = F.linear(x.to(dtype), self.lora_A[name].weight.to(dtype))  # (..., r)
+    low = F.linear(self.lora_dropout[name](x.to(dtype)), self.lora_A[name].weight.to(dtype))  # (..., r)
     out = torch.addmm(result.reshape(-1, result.shape[-1]), low.reshape(-1, low.shape[-1]),
                       self.lora_B[name].weight.to(dtype).t(), alpha=self.scaling[name])
     return out.view(result.shape)

@@ -5,7 +5,8 @@ states are the same in both; so the prompt is computed ONCE and each answer atte
 to itself (never to the other answer). Per pair that is P + A_c + A_r tokens instead of TRL's
 2 * (P + max(A_c, A_r)), and every part goes through SDPA without a [T, T] mask: the prompt with
 `is_causal`, each answer over [prompt; answer] causal aligned at the end (the answer's first
-token sees the whole prompt; flash attention's causal flag on the GPU). With no shared prefix it is plain per-sequence packing.
+token sees the whole prompt; flash attention called directly on the GPU, see
+:func:`_end_aligned_causal`). With no shared prefix it is plain per-sequence packing.
 Gradients are those of two separate forwards (the prompt gets both answers' gradients).
 
 Several pairs may share the row, one after another (`--set pack_tokens=N`); each attends only
@@ -19,68 +20,97 @@ from __future__ import annotations
 import contextlib
 
 NAME = "rm_pair_sdpa"
+KERNELS = ("flash", "sdpa")  # flash: flash attention called directly where it runs; sdpa: torch's dispatcher
 _registered = False
+_kernel = "flash"
 
 
 def pair_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """query (1, Hq, T, D), key/value (1, Hkv, T, D) -> ((1, T, Hq, D), None)."""
     import torch
-    import torch.nn.functional as F
     from train.learn.attention import _repeat_kv
 
     groups = query.shape[1] // key.shape[1]
-    key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)  # (1, Hq, T, D)
-    bounds = [int(x) for x in kwargs["cu_seq_lens_q"]]
     drop = dropout if module.training else 0.0
+    flash = _kernel == "flash" and _flash_usable(query, key, value, drop)
+    if not flash:  # flash takes the kv heads as they are (grouped-query natively)
+        key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)  # (1, Hq, T, D)
+    bounds = [int(x) for x in kwargs["cu_seq_lens_q"]]
     out = query.new_empty(query.shape[0], query.shape[2], query.shape[1], value.shape[-1])  # (1, T, Hq, D)
     for start, p, mid, end in zip(bounds[0:-1:3], bounds[1::3], bounds[2::3], bounds[3::3]):  # one pair each
         if p > start:
-            prompt = F.scaled_dot_product_attention(query[:, :, start:p], key[:, :, start:p], value[:, :, start:p],
-                                                    is_causal=True, scale=scaling, dropout_p=drop)
-            out[:, start:p] = prompt.transpose(1, 2)
+            out[:, start:p] = _end_aligned_causal(query[:, :, start:p], key[:, :, start:p], value[:, :, start:p],
+                                                  scaling, drop, flash).transpose(1, 2)
         for lo, hi in ((p, mid), (mid, end)):
-            k = torch.cat([key[:, :, start:p], key[:, :, lo:hi]], dim=2)  # (1, Hq, P + A, D)
+            k = torch.cat([key[:, :, start:p], key[:, :, lo:hi]], dim=2)  # (1, H, P + A, D)
             v = torch.cat([value[:, :, start:p], value[:, :, lo:hi]], dim=2)
-            out[:, lo:hi] = _lower_right_causal(query[:, :, lo:hi], k, v, scaling, drop).transpose(1, 2)
+            out[:, lo:hi] = _end_aligned_causal(query[:, :, lo:hi], k, v, scaling, drop, flash).transpose(1, 2)
     return out, None
 
 
-def _lower_right_causal(query, key, value, scale, dropout: float):
+def _flash_usable(query, key, value, dropout: float) -> bool:
+    """Flash attention runs these tensors on this device (CUDA, bf16/fp16, head dim a multiple
+    of 8; grouped-query heads as they are). Asked as torch's own `causal_lower_right` bias asks
+    it: without the causal flag, which torch's check refuses for fewer queries than keys although
+    flash's kernel aligns that case at the end, as wanted here."""
+    if not query.is_cuda or query.size(-1) % 8:
+        return False
+    from torch.backends.cuda import SDPAParams, can_use_flash_attention
+
+    gqa = query.shape[1] != key.shape[1]
+    return bool(can_use_flash_attention(SDPAParams(query, key, value, None, dropout, False, gqa)))
+
+
+def _end_aligned_causal(query, key, value, scale, dropout: float, flash: bool):
     """Causal attention of L queries over S >= L keys aligned at the END (query i sees keys up
-    to S - L + i: the answer sees the whole prompt). On the GPU, flash attention's own causal
-    flag, which is lower-right for L != S (what torch's `causal_lower_right` bias dispatches
-    to; called directly because that bias is a tensor subclass, which selective checkpointing's
-    dispatch mode refuses to create); elsewhere an explicit boolean mask."""
+    to S - L + i: the answer sees the whole prompt; plain causal when L == S).
+
+    With `flash`, flash attention's own kernel, called directly: its causal flag is end-aligned,
+    and a direct call keeps SDPA's dispatcher from choosing cuDNN attention, which builds an
+    execution plan for every new sequence length; a pair's lengths are nearly all new (on the
+    H200, 12 unseen pairs took 24.1 s through the dispatcher against 8.6 s for 12 others through
+    flash, benchmarks/rm_levers.py in benchmarks/RESULTS.md). Also the reason this is not
+    torch's `causal_lower_right` bias: a tensor subclass, which selective checkpointing's
+    dispatch mode refuses to create. Elsewhere, SDPA with an explicit boolean mask."""
     import torch
     import torch.nn.functional as F
 
+    if flash:
+        return torch.ops.aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout, is_causal=True, return_debug_mask=False,
+            scale=scale if scale is not None else query.size(-1) ** -0.5)[0]
     length, keys = query.shape[2], key.shape[2]
-    if length == keys:  # no prompt before the answer: plain causal
+    if length == keys:
         return F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scale, dropout_p=dropout)
-    if query.is_cuda and query.size(-1) % 8 == 0:
-        from torch.backends.cuda import SDPAParams, can_use_flash_attention
-
-        if can_use_flash_attention(SDPAParams(query, key, value, None, dropout, True, False)):
-            return torch.ops.aten._scaled_dot_product_flash_attention(
-                query, key, value, dropout, is_causal=True, return_debug_mask=False,
-                scale=scale if scale is not None else query.size(-1) ** -0.5)[0]
     mask = torch.ones((length, keys), dtype=torch.bool, device=query.device).tril(diagonal=keys - length)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale, dropout_p=dropout)
 
 
+def _lower_right_causal(query, key, value, scale, dropout: float):
+    """:func:`_end_aligned_causal`, flash where it runs (the tests' entry)."""
+    return _end_aligned_causal(query, key, value, scale, dropout, _flash_usable(query, key, value, dropout))
+
+
 @contextlib.contextmanager
-def pair_attention(model):
-    """Every config of `model` on the pair attention for the duration (forward and backward)."""
-    global _registered
+def pair_attention(model, kernel: str = "flash"):
+    """Every config of `model` on the pair attention for the duration (forward and backward);
+    `kernel` one of KERNELS."""
+    global _registered, _kernel
     from transformers import AttentionInterface
 
     from train.generate.attention import use_attention
 
+    if kernel not in KERNELS:
+        raise ValueError(f"attention kernel {kernel!r}: one of {', '.join(KERNELS)}")
     if not _registered:
         AttentionInterface.register(NAME, pair_sdpa_forward)
         _registered = True
-    with use_attention(model, NAME):
-        yield
+    saved, _kernel = _kernel, kernel
+    try:
+        with use_attention(model, NAME):
+            yield
+    finally:
+        _kernel = saved
 
 
 def shared_prefix(chosen: list[int], rejected: list[int]) -> int:

@@ -29,7 +29,9 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="Seconds kept back from the wall clock for scoring and publishing.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a setting (recorded on the run), e.g. --set lr=3e-5 --set grad_accum=8 "
-                   "--set max_length=512 --set save_at=126 --set soup_device=cpu.")
+                   "--set max_length=512 --set save_at=126 --set soup_device=cpu --set pack_tokens=0 (one pair per "
+                   "forward, the seed's micro-batch 1; the default packs consecutive pairs up to 8192 tokens a row, "
+                   "same gradients).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of member 0 (member m uses seed+m).")
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default=None,

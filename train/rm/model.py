@@ -88,14 +88,14 @@ def _padded_rewards(model, chosen, rejected, device):
     return rewards[0], rewards[1]
 
 
-def pair_attention(model, pack: bool):
+def pair_attention(model, pack: bool, kernel: str = "flash"):
     """The attention the pair forward needs, for the forward AND the backward (a gradient-
     checkpointed layer recomputes its attention during backward)."""
     import contextlib
 
     from train.rm.attention import pair_attention as shared_prefix_attention
 
-    return shared_prefix_attention(model) if pack else contextlib.nullcontext()
+    return shared_prefix_attention(model, kernel) if pack else contextlib.nullcontext()
 
 
 def _packed_rewards(model, chosen, rejected, device):

@@ -16,9 +16,13 @@ a running mean on the device and publishes a cumulative bf16 full-model snapshot
 (m+1)*S; three are retained. Only finished members enter the soup.
 
 Departures from the seed's recipe: AdamW (torch, fused on GPU) instead of bitsandbytes'
-paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights; the pair packed in one row
-with its shared prompt once, [prompt | chosen answer | rejected answer], instead of two rows
-padded to the longer side (same rewards and gradients; :mod:`train.rm.attention`).
+paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights (inputs not copied to fp32,
+the low-rank term in one addmm); the pair packed in one row with its shared prompt once,
+[prompt | chosen answer | rejected answer], instead of two rows padded to the longer side, and
+consecutive pairs sharing a row up to `pack_tokens` (same rewards and gradients: the loss is a
+sum over pairs and each pair attends only within itself; :mod:`train.rm.attention`). On one
+H200 (random Mistral-7B shape, pairs up to 4,096 tokens a side) this runs 2.34x TRL's
+RewardTrainer at the same settings (benchmarks/RESULTS.md).
 
 A wall clock (`--wall-clock`, `--reserve`) bounds training at wall_clock - reserve seconds
 from the start: the run stops with reason `wall_clock_budget_exhausted` (also before a member
@@ -67,11 +71,13 @@ class RMOptions:
     device: str = "auto"
     pack: bool | None = None  # None: packed (one row, no padding); False: TRL's padded two-row batch
     grad_checkpointing: bool | None = None  # None: on for CUDA
-    # levers for pairs/s, off by default: all three together ran 0.80x the default's pairs/s on the H200
-    # (benchmarks/RESULTS.md, rm_bench.py --ours-variants); one at a time, not measured yet:
-    pack_tokens: int = 0  # 0: one pair per forward (micro-batch 1); N: consecutive pairs share a row up to N tokens
-    selective_checkpointing: bool = False  # recompute all but the attention outputs (the GRPO update's policy)
-    lora_bf16_inputs: bool = False  # GPU: no fp32 copy of each LoRA layer's input (the GRPO update's mixed precision)
+    # levers for pairs/s (benchmarks/RESULTS.md, "Reward-model trainer"; rm_levers.py times them one at a time):
+    pack_tokens: int = 8192  # consecutive pairs share a row up to N tokens (same gradients); 0: one pair per forward
+    selective_checkpointing: bool = False  # recompute all but the attention outputs (slower here: off)
+    lora_bf16_inputs: bool = True  # GPU: no fp32 copy of each LoRA layer's input (the GRPO update's mixed precision)
+    fuse_lora: bool = True  # base GEMM + one addmm for the low-rank term (train.learn.lora.fuse_lora), dropout kept
+    compile_norms: bool = False  # the RMSNorms under torch.compile during forward and backward (slower here: off)
+    attention_kernel: str = "flash"  # flash: flash attention called directly (GPU); sdpa: torch's dispatcher
     soup_device: str = "auto"  # auto: the training device; cpu: host accumulator (memory-checked)
     eval_batch_rows: int = 1
     phase: str = "formal"
@@ -197,7 +203,12 @@ def _setup(opts: RMOptions, log) -> Context:
     from train.rm.data import check_no_overlap, proxy_rows, read_eval, read_pairs
     from train.rm.model import encode, load_tokenizer
 
-    if opts.pack_tokens < 0 or (opts.pack_tokens and opts.pack is False):
+    from train.rm.attention import KERNELS
+
+    if opts.attention_kernel not in KERNELS:
+        raise TerminalError(f"--set attention_kernel={opts.attention_kernel}: one of {', '.join(KERNELS)}")
+    chosen = "pack_tokens" in opts.sets or opts.pack_tokens != RMOptions.__dataclass_fields__["pack_tokens"].default
+    if opts.pack_tokens < 0 or (opts.pack is False and opts.pack_tokens and chosen):  # the default gives way
         raise TerminalError(f"--set pack_tokens={opts.pack_tokens}: pairs share a row only in the packed layout; "
                             "use 0 (one pair per forward) or drop --set pack=false")
     pairs_path, eval_path = Path(opts.pairs or synthetic.PAIRS_FILE), Path(opts.eval or synthetic.EVAL_FILE)
@@ -256,20 +267,8 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     returns (model, optimizer steps finished)."""
     import torch
 
-    from train.rm.model import LoraSpec, add_lora, load_reward_model
-
     seed = opts.seed + member
-    model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id),
-                     LoraSpec(opts.lora_rank, opts.lora_alpha, opts.lora_dropout))
-    if opts.grad_checkpointing if opts.grad_checkpointing is not None else ctx.device.type == "cuda":
-        kwargs = {"use_reentrant": False}
-        if opts.selective_checkpointing:
-            from train.learn.lora import save_attention_policy
-
-            kwargs["context_fn"] = save_attention_policy()
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-        model.enable_input_require_grads()
-    model.train()
+    model = member_model(opts, ctx, seed)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=0.0, fused=ctx.device.type == "cuda")
     schedule = _cosine(optimizer, opts.warmup_steps, opts.member_steps)
@@ -291,6 +290,29 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     return model, opts.member_steps
 
 
+def member_model(opts, ctx, seed: int):
+    """The base with a fresh head and fresh LoRA drawn from `seed`, checkpointing as set, in
+    train mode."""
+    from train.rm.model import LoraSpec, add_lora, load_reward_model
+
+    model = add_lora(load_reward_model(ctx.base_path, ctx.device, seed, ctx.tokenizer.pad_token_id),
+                     LoraSpec(opts.lora_rank, opts.lora_alpha, opts.lora_dropout))
+    if opts.fuse_lora:
+        from train.learn.lora import fuse_lora
+
+        fuse_lora(model)
+    if opts.grad_checkpointing if opts.grad_checkpointing is not None else ctx.device.type == "cuda":
+        kwargs = {"use_reentrant": False}
+        if opts.selective_checkpointing:
+            from train.learn.lora import save_attention_policy
+
+            kwargs["context_fn"] = save_attention_policy()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        model.enable_input_require_grads()
+    model.train()
+    return model
+
+
 def _update(opts, ctx, model, optimizer, params, order) -> dict:
     """One optimizer step over `grad_accum` pairs: the Bradley-Terry loss, averaged. Pairs go
     one per forward, or several per packed row (`pack_tokens`): the loss is a sum over pairs,
@@ -298,15 +320,16 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from train.learn.lora import lora_input_casts_off
+    from train.learn.lora import compiled_norms, lora_input_casts_off
     from train.rm.model import packed_rewards, pair_attention, pair_rewards
 
     _reset_peak(ctx.device)
     start = time.perf_counter()
     loss_sum, correct = 0.0, 0
     pairs = [ctx.pairs[next(order)] for _ in range(opts.grad_accum)]
-    for pack in _packs(pairs, opts.pack_tokens):
-        with pair_attention(model, ctx.pack), lora_input_casts_off(model, opts.lora_bf16_inputs):  # backward too
+    for pack in _packs(pairs, opts.pack_tokens if ctx.pack else 0):  # the padded layout: one pair each
+        with (pair_attention(model, ctx.pack, opts.attention_kernel),  # these three hold for backward too
+              lora_input_casts_off(model, opts.lora_bf16_inputs), compiled_norms(model, opts.compile_norms)):
             with _autocast(ctx.device):
                 if ctx.pack:
                     r_chosen, r_rejected = packed_rewards(model, pack, ctx.device)  # (k,) each
@@ -465,7 +488,7 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
         return []
     index = ctx.proxy_index if split == "proxy" else list(range(len(ctx.eval_rows)))
     rewards = {}
-    with torch.no_grad(), pair_attention(model, ctx.pack):
+    with torch.no_grad(), pair_attention(model, ctx.pack, opts.attention_kernel):
         for i in index:
             with _autocast(ctx.device):
                 r_c, r_r = pair_rewards(model, *ctx.eval_ids[i], ctx.device, ctx.pack)

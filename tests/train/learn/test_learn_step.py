@@ -86,6 +86,30 @@ def test_fused_lora_gives_the_same_step_as_peft():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_fused_lora_keeps_the_adapters_dropout():
+    """With LoRA dropout the fused forward still drops (train mode: two calls differ, and differ
+    from eval mode) and equals peft's forward in eval mode, where dropout is off."""
+    import types
+
+    from peft.tuners.lora.layer import Linear as LoraLinear
+
+    from train.learn.lora import fuse_lora
+
+    policy = tiny_policy(init=False, fuse=False)
+    layer = next(m for m in policy.modules() if isinstance(m, LoraLinear))
+    name = layer.active_adapters[0]
+    layer.lora_dropout[name] = torch.nn.Dropout(0.5)
+    torch.nn.init.normal_(layer.lora_B[name].weight)  # a nonzero low-rank term
+    fuse_lora(policy)
+    x = torch.randn(3, 5, layer.in_features)
+    layer.train()
+    first, second = layer(x), layer(x)
+    assert not torch.allclose(first, second)
+    layer.eval()
+    torch.testing.assert_close(layer(x), types.MethodType(layer._unfused_forward.__func__, layer)(x))
+    assert not torch.allclose(first, layer(x))
+
+
 def test_epochs_take_several_optimizer_steps_against_the_sampling_policy():
     """Epoch 2 measures its ratio against the sampling policy's log-probs, not its own: the
     ratio moves off one; a single epoch keeps it at one, and two epochs move the adapter

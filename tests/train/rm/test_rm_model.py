@@ -98,11 +98,13 @@ def test_the_answers_flash_path_is_causal_from_the_end():
     fewer queries than keys); it must equal the explicit end-aligned mask."""
     import torch.nn.functional as F
 
-    from train.rm.attention import _lower_right_causal
+    from train.learn.attention import _repeat_kv
+    from train.rm.attention import _flash_usable, _lower_right_causal
 
     torch.manual_seed(0)
     q = torch.randn(1, 4, 5, 64, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(1, 4, 12, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    k, v = (torch.randn(1, 2, 12, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))  # grouped-query
+    assert _flash_usable(q, k, v, 0.0)  # not refused as torch's causal check refuses fewer queries than keys
     mask = torch.ones((5, 12), dtype=torch.bool, device="cuda").tril(diagonal=7)
-    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    want = F.scaled_dot_product_attention(q.float(), _repeat_kv(k, 2).float(), _repeat_kv(v, 2).float(), attn_mask=mask)
     assert torch.allclose(_lower_right_causal(q, k, v, None, 0.0).float(), want, atol=2e-2)

@@ -186,6 +186,33 @@ def test_pack_tokens_needs_the_packed_layout(tiny_base, tmp_path):
         _setup(RMOptions(model=str(tiny_base), pack=False, pack_tokens=4096, out_dir=str(tmp_path)), log=print)
 
 
+def test_the_padded_layout_takes_one_pair_per_forward_under_the_default_pack_budget(tiny_base, tmp_path):
+    """`--set pack=false` alone: the default `pack_tokens` gives way (TRL's layout holds one pair
+    per forward), and the step trains every pair: the same loss as one pair per packed row."""
+    padded, _ = one_step(tiny_base, tmp_path, pack=False)
+    alone, _ = one_step(tiny_base, tmp_path, pack_tokens=0)
+    assert padded["pairs"] == 6
+    assert padded["loss"] == pytest.approx(alone["loss"], abs=1e-5)
+
+
+def test_an_unknown_attention_kernel_is_refused_before_training(tiny_base, tmp_path):
+    from train.rm.run import RMOptions, _setup
+    from warehouse.errors import TerminalError
+
+    with pytest.raises(TerminalError, match="attention_kernel=cudnn: one of flash, sdpa"):
+        _setup(RMOptions(model=str(tiny_base), attention_kernel="cudnn", out_dir=str(tmp_path)), log=print)
+
+
+def test_fused_lora_and_the_sdpa_kernel_train_like_the_defaults_off(tiny_base, tmp_path):
+    """`fuse_lora` (one addmm for the low-rank term) and `attention_kernel` change kernels, not
+    the step (dropout 0 here, so the draws do not differ)."""
+    base, base_weights = one_step(tiny_base, tmp_path, fuse_lora=False, pack_tokens=0)
+    for settings in (dict(fuse_lora=True), dict(fuse_lora=True, attention_kernel="sdpa", pack_tokens=1000)):
+        row, weights = one_step(tiny_base, tmp_path, **settings)
+        assert row["loss"] == pytest.approx(base["loss"], abs=1e-5)
+        assert all(torch.allclose(weights[n], base_weights[n], atol=1e-5) for n in base_weights)
+
+
 def test_selective_checkpointing_trains_like_full_checkpointing(tiny_base, tmp_path):
     """`selective_checkpointing` (attention outputs kept, the rest recomputed, as the GRPO
     update does) changes memory and time, not the step: same loss and LoRA weights."""
