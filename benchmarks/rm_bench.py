@@ -8,11 +8,12 @@ shape (32 layers, hidden 4096, 32/8 heads, intermediate 14336, vocab 32000; buil
 `save_pretrained`, nothing downloaded) in bf16, loaded as a scalar sequence classifier;
 random preference pairs shaped like UltraFeedback's, a shared prompt of 256-2,048 tokens then
 two answers of 256-2,048 each, so 512-4,096 tokens a side (uniform, seeded; `--prompt-tokens
-0,0` for unrelated sides); micro-batch 1, gradient accumulation 64, lr 5e-6 cosine, LoRA r128/a256/d0.05 on
+0,0` for unrelated sides); micro-batch 1 (TRL; ours packs pairs, below), gradient accumulation 64, lr 5e-6 cosine, LoRA r128/a256/d0.05 on
 q/k/v/o/gate/up/down plus the head, gradient checkpointing (both), bf16 compute.
 
 - `ours`: `train.rm.run.train_member` (the loop `train rm` runs: each pair packed in one row
-  as [prompt | chosen answer | rejected answer], train/rm/attention.py), then the soup:
+  as [prompt | chosen answer | rejected answer], train/rm/attention.py, consecutive pairs
+  sharing a row up to `pack_tokens`), then the soup:
   `soup_accumulate_export` of the trained member (merge LoRA, fold into the float32 running
   mean on the GPU, export the bf16 full model to disk), timed twice (first and second member).
 - `trl`: `trl.RewardTrainer` with `RewardConfig` at the same settings (its defaults otherwise,
@@ -25,9 +26,10 @@ is measured over the optimizer steps after the first (warm-up); peak memory is
 compared with is the measured steady step time x `--member-steps` (96, seed 004's formal
 member): an extrapolation from the measured step, said so in the output.
 
-`--ours-variants` adds runs of ours with `train rm --set` overrides (the levers not yet on by
-default: `pack_tokens`, several pairs per packed row up to a token budget; `selective_checkpointing`;
-`lora_bf16_inputs`), each against TRL in the ratios.
+`ours` runs `train rm`'s defaults (pairs packed up to 8,192 tokens a row, flash attention called
+directly, bf16 LoRA inputs, fused LoRA). `--ours-variants` adds runs of ours with `train rm
+--set` overrides, each against TRL in the ratios (e.g. `pack_tokens=0`: one pair per forward,
+the seed's micro-batch 1; `attention_kernel=sdpa`; `selective_checkpointing=true`).
 
 Prints one JSON line per trainer and the ratios: ours/TRL pairs/s (target >= 2x), peak
 memory against the seed's 26,592 MiB, soup seconds / member seconds (target <= 0.10).
