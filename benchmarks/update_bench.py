@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import sys
 import time
@@ -106,11 +107,13 @@ def _peak_gib(device: str) -> float | None:
 
 
 def _attention_backend(variant: str):
-    if "cudnn" not in variant:
+    """`cudnn` / `flash` in the variant's name: SDPA held to that backend (else its own choice,
+    cuDNN on the H200)."""
+    if "cudnn" not in variant and "flash" not in variant:
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    return sdpa_kernel([SDPBackend.CUDNN_ATTENTION])
+    return sdpa_kernel([SDPBackend.CUDNN_ATTENTION if "cudnn" in variant else SDPBackend.FLASH_ATTENTION])
 
 
 def _prepare(policy, mode: str, variant: str) -> None:
@@ -213,10 +216,25 @@ def profile_step(policy, optimizer, config, tokens: int, variant: str) -> None:
         print(f"#   {e.self_device_time_total / 1e6:7.3f} s  x{e.count:<5} {e.key[:110]}", flush=True)
 
 
-def _samples(tokens: int, vocab: int) -> list:
-    """One sequence of T tokens plus a 2-token sibling with another reward (non-zero advantage)."""
+_fresh_draws = itertools.count(1)
+
+
+def _samples(tokens: int, vocab: int, variant: str = "") -> list:
+    """One sequence of T tokens plus a 2-token sibling with another reward (non-zero advantage).
+    `fresh` in the variant: T tokens as 8 sequences (4 groups of 2 siblings) whose lengths are
+    drawn anew at every step, as a real run's micro-steps bring new part lengths (an attention
+    backend that plans per shape pays for each)."""
     from train.learn.step import Sample
 
+    if "fresh" in variant:
+        g = torch.Generator().manual_seed(next(_fresh_draws))
+        weights = 0.2 + torch.rand(8, generator=g)
+        lengths = (weights / weights.sum() * tokens).long().tolist()
+        lengths[-1] = tokens - sum(lengths[:-1])
+        ids = torch.randint(0, vocab, (tokens,), generator=g).tolist()
+        starts = [sum(lengths[:i]) for i in range(8)]
+        return [Sample(ids[a:a + 1], ids[a + 1:a + n], float(i % 2), f"g{i // 2}")
+                for i, (a, n) in enumerate(zip(starts, lengths))]
     g = torch.Generator().manual_seed(tokens)
     ids = torch.randint(0, vocab, (tokens,), generator=g).tolist()
     return [Sample(ids[:1], ids[1:], 1.0, "g"), Sample(ids[:1], ids[1:2], 0.0, "g")]
@@ -232,7 +250,7 @@ def ours_step(policy, optimizer, tokens: int, vocab: int, variant: str) -> dict:
     from train.learn.step import StepConfig, grpo_step
     from train.learn.timing import PhaseTimer
 
-    samples, timer = _samples(tokens, vocab), PhaseTimer()
+    samples, timer = _samples(tokens, vocab, variant), PhaseTimer()
     with _attention_backend(variant):
         metrics = grpo_step(policy, optimizer, samples, StepConfig(token_budget=tokens + 2), timer)
     return _timed(samples, timer, metrics)
@@ -380,7 +398,8 @@ def main(argv=None) -> None:
     p.add_argument("--tokens", type=_ints, default=_ints("12288,24576,36864"))
     p.add_argument("--ours-only-tokens", type=_ints, default=_ints("65536"))
     p.add_argument("--plain-tokens", type=_ints, default=_ints("12288,24576,36864,45056"))
-    p.add_argument("--variants", default="sac", help="comma list: full, sac, sac-keep12, sac-cudnn, "
+    p.add_argument("--variants", default="sac", help="comma list: full, sac, sac-keep12, sac-cudnn, sac-flash, "
+                   "sac-fresh (new part lengths every step), "
                    "..., loop (train run's own); the first at every token count, the others at --variant-tokens only")
     p.add_argument("--variant-tokens", type=_ints, default=_ints("36864"))
     p.add_argument("--priority", type=_ints, default=_ints("36864,65536,45056"),
