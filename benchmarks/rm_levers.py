@@ -6,8 +6,8 @@
 `rm_bench.py` times whole optimizer steps of 64 random pairs against TRL (minutes per trainer,
 and a step's time moves with its pairs' lengths). This times `train rm`'s own micro-steps
 (`train/rm/run.py: member_model` and `_update`, forward and backward of each pair, the
-optimizer step once at the end) on the SAME fixed pairs for every variant, so the settings
-compare per token in seconds each. Baseline: the default settings (`--set` nothing), measured
+optimizer step once at the end) on a dozen pairs per variant, so the settings compare per
+token in seconds each. Baseline: the default settings (`--set` nothing), measured
 first in the same run; each variant is a `--set`-style override list, `;` between variants,
 `,` inside one.
 
@@ -28,6 +28,7 @@ not counted). `--profile`: a torch.profiler table of the default's kernels over 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import sys
@@ -65,8 +66,6 @@ def time_variant(args, pairs, warmup, sets: dict, profile: bool = False) -> dict
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=0.0, fused=device.type == "cuda")
     n_linear = sum(m.weight.numel() for name, m in model.named_modules()
                    if isinstance(m, torch.nn.Linear) and ".layers." in name and "lora_" not in name)
-    import dataclasses
-
     order = iter(range(len(ctx.pairs)))
     _update(dataclasses.replace(opts, grad_accum=len(warmup)), ctx, model, optimizer, params, order)
     sync()
@@ -91,8 +90,6 @@ def time_variant(args, pairs, warmup, sets: dict, profile: bool = False) -> dict
 
 def profile_pairs(opts, ctx, model, optimizer, params, pairs) -> dict:
     """Kernels of two more pairs (forward, backward, optimizer step) under torch.profiler."""
-    import dataclasses
-
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -157,15 +154,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    from rm_bench import build_model, make_pairs
+    from rm_bench import _range, build_model, make_pairs
 
-    span = lambda text: tuple(int(x) for x in text.split(","))  # noqa: E731
     started = time.perf_counter()
     build_model(Path(args.model_dir), args.layers, smoke=args.smoke)
     print(f"model ready in {time.perf_counter() - started:.1f} s", flush=True)
     if not args.smoke:
         print(json.dumps({"attention_check": attention_check()}), flush=True)
-    draw = lambda n, seed: make_pairs(n, span(args.prompt_tokens), span(args.answer_tokens), seed=seed)  # noqa: E731
+    draw = lambda n, seed: make_pairs(n, _range(args.prompt_tokens), _range(args.answer_tokens), seed=seed)  # noqa: E731
     warmup = draw(args.warmup, 0)
     results = []
     variants = [{}] + parse_variants(args.variants) + ([{}] if args.default_last else [])

@@ -86,11 +86,6 @@ def _end_aligned_causal(query, key, value, scale, dropout: float, flash: bool):
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale, dropout_p=dropout)
 
 
-def _lower_right_causal(query, key, value, scale, dropout: float):
-    """:func:`_end_aligned_causal`, flash where it runs (the tests' entry)."""
-    return _end_aligned_causal(query, key, value, scale, dropout, _flash_usable(query, key, value, dropout))
-
-
 @contextlib.contextmanager
 def pair_attention(model, kernel: str = "flash"):
     """Every config of `model` on the pair attention for the duration (forward and backward);

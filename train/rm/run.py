@@ -207,7 +207,7 @@ def _setup(opts: RMOptions, log) -> Context:
 
     if opts.attention_kernel not in KERNELS:
         raise TerminalError(f"--set attention_kernel={opts.attention_kernel}: one of {', '.join(KERNELS)}")
-    chosen = "pack_tokens" in opts.sets or opts.pack_tokens != RMOptions.__dataclass_fields__["pack_tokens"].default
+    chosen = "pack_tokens" in opts.sets or opts.pack_tokens != RMOptions.pack_tokens  # the class holds the default
     if opts.pack_tokens < 0 or (opts.pack is False and opts.pack_tokens and chosen):  # the default gives way
         raise TerminalError(f"--set pack_tokens={opts.pack_tokens}: pairs share a row only in the packed layout; "
                             "use 0 (one pair per forward) or drop --set pack=false")
@@ -327,9 +327,9 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
     start = time.perf_counter()
     loss_sum, correct = 0.0, 0
     pairs = [ctx.pairs[next(order)] for _ in range(opts.grad_accum)]
-    for pack in _packs(pairs, opts.pack_tokens if ctx.pack else 0):  # the padded layout: one pair each
-        with (pair_attention(model, ctx.pack, opts.attention_kernel),  # these three hold for backward too
-              lora_input_casts_off(model, opts.lora_bf16_inputs), compiled_norms(model, opts.compile_norms)):
+    with (pair_attention(model, ctx.pack, opts.attention_kernel),  # these three hold for backward too
+          lora_input_casts_off(model, opts.lora_bf16_inputs), compiled_norms(model, opts.compile_norms)):
+        for pack in _packs(pairs, opts.pack_tokens if ctx.pack else 0):  # the padded layout: one pair each
             with _autocast(ctx.device):
                 if ctx.pack:
                     r_chosen, r_rejected = packed_rewards(model, pack, ctx.device)  # (k,) each
@@ -337,8 +337,8 @@ def _update(opts, ctx, model, optimizer, params, order) -> dict:
                     r_chosen, r_rejected = (r[None] for r in pair_rewards(model, *pack[0], ctx.device, pack=False))
             losses = -F.logsigmoid(r_chosen.float() - r_rejected.float())  # (k,)
             (losses.sum() / opts.grad_accum).backward()
-        loss_sum += losses.sum().item()
-        correct += int((r_chosen > r_rejected).sum().item())
+            loss_sum += losses.sum().item()
+            correct += int((r_chosen > r_rejected).sum().item())
     grad_norm = torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm).item()
     lr = optimizer.param_groups[0]["lr"]
     optimizer.step()

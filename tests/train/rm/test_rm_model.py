@@ -99,7 +99,7 @@ def test_the_answers_flash_path_is_causal_from_the_end():
     import torch.nn.functional as F
 
     from train.learn.attention import _repeat_kv
-    from train.rm.attention import _flash_usable, _lower_right_causal
+    from train.rm.attention import _end_aligned_causal, _flash_usable
 
     torch.manual_seed(0)
     q = torch.randn(1, 4, 5, 64, device="cuda", dtype=torch.bfloat16)
@@ -107,4 +107,4 @@ def test_the_answers_flash_path_is_causal_from_the_end():
     assert _flash_usable(q, k, v, 0.0)  # not refused as torch's causal check refuses fewer queries than keys
     mask = torch.ones((5, 12), dtype=torch.bool, device="cuda").tril(diagonal=7)
     want = F.scaled_dot_product_attention(q.float(), _repeat_kv(k, 2).float(), _repeat_kv(v, 2).float(), attn_mask=mask)
-    assert torch.allclose(_lower_right_causal(q, k, v, None, 0.0).float(), want, atol=2e-2)
+    assert torch.allclose(_end_aligned_causal(q, k, v, None, 0.0, flash=True).float(), want, atol=2e-2)
