@@ -69,7 +69,8 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
     from train.launch import launch
     from train.learn.gates import parse_steps
     from train.progress import make_monitor
-    from train.run import RunOptions, parse_sets, run
+    from train.run import run
+    from train.settings import RunOptions, check_warehouse, parse_sets
     from warehouse.config import resolve_db_url
 
     opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round, resume_from=resume_from,
@@ -82,7 +83,7 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       exec_gpus=_gpu_tuple(parse_exec_gpus(exec_gpus)))
     rank = launched_world()[0]
     if rank == 0:
-        _check_warehouse(opts.db_url)
+        check_warehouse(opts.db_url)
     if nproc > 1 and not under_torchrun():
         report = launch(nproc, opts)  # the ranks print the rounds themselves
     else:
@@ -95,15 +96,6 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
 
 def _gpu_tuple(gpus: list[int] | None) -> tuple | None:
     return None if gpus is None else tuple(gpus)
-
-
-def _check_warehouse(db_url: str) -> None:
-    """Fail before any work when the warehouse is missing or not at the newest schema."""
-    from warehouse.db import connect
-    from warehouse.migrate import require_head
-
-    with connect(db_url, read_only=True) as con:
-        require_head(con, db_url)
 
 
 @click.command("tiny-policy")

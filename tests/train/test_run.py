@@ -9,8 +9,10 @@ from click.testing import CliRunner
 
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
-from train.generate.base import Completion, completion_from_tokens, plan_prompts
-from train.run import RunOptions, coerce, parse_sets, resolve_settings, run, step_config
+from train.generate.base import Capabilities, Completion, completion_from_tokens, plan_prompts
+from train.learner import step_config
+from train.run import run
+from train.settings import RunOptions, coerce, parse_sets, resolve_settings
 from warehouse.errors import TerminalError
 
 TASK = "mini-tabular-accuracy"
@@ -20,6 +22,8 @@ BAD = GOOD.replace("np.exp(-x @ w)", "np.exp(-x @ ww)")  # NameError
 
 class CannedBackend:
     """Returns a valid script for even siblings and a crashing one for odd siblings."""
+
+    capabilities = Capabilities(logprobs=True)
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -107,7 +111,7 @@ def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_u
 
 
 def test_arm_tasks_missing_fall_back_to_bundled_with_a_notice(tmp_path):
-    from train.run import resolve_tasks
+    from train.settings import resolve_tasks
     from warehouse.arms import get_arm
 
     said = []
@@ -226,22 +230,23 @@ def train_run_learner_resume():
     from types import SimpleNamespace
 
     from train.learn.checkpoint import ResumePoint
-    from train.run import _learner
+    from train.learner import make_learner
     from warehouse.arms import get_arm
 
     policy = SimpleNamespace(model=__import__("torch").nn.Linear(2, 2))
-    return _learner(policy, get_arm("hr24k_u6"), {"learning_rate": 1e-4}, RunOptions(), ResumePoint("r", 1))
+    return make_learner(policy, get_arm("hr24k_u6"), {"learning_rate": 1e-4}, RunOptions(), ResumePoint("r", 1))
 
 
 def test_overlap_exec_is_on_for_a_gpu_backend_by_default_and_settable():
     import types
 
-    from train.run import Knobs, _overlap_exec
+    from train.factories import overlap_exec
+    from train.settings import Knobs
 
     gpu, cpu = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda")), object()
-    assert _overlap_exec(Knobs(), gpu) and not _overlap_exec(Knobs(), cpu)
-    assert _overlap_exec(Knobs(overlap_exec="on"), cpu) and not _overlap_exec(Knobs(overlap_exec="off"), gpu)
+    assert overlap_exec(Knobs(), gpu) and not overlap_exec(Knobs(), cpu)
+    assert overlap_exec(Knobs(overlap_exec="on"), cpu) and not overlap_exec(Knobs(overlap_exec="off"), gpu)
     with pytest.raises(TerminalError, match="overlap_exec=sometimes: use auto, on or off"):
-        _overlap_exec(Knobs(overlap_exec="sometimes"), gpu)
+        overlap_exec(Knobs(overlap_exec="sometimes"), gpu)
     _, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False, sets={"overlap_exec": "on"}))
     assert knobs.overlap_exec == "on" and overrides["overlap_exec"] == "on"

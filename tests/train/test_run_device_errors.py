@@ -60,7 +60,7 @@ def test_oom_in_a_phase_is_one_error_line_and_the_round_is_not_written(db_url, m
 
 
 def test_a_cuda_error_names_its_phase_and_an_unrelated_error_still_raises():
-    from train.run import GuardedTimer
+    from train.device_errors import GuardedTimer
     from warehouse.arms import get_arm
     from warehouse.errors import TerminalError
 

@@ -162,7 +162,8 @@ def test_one_rank_team_passes_messages_through_without_torch_distributed():
 
 
 def test_vllm_with_several_ranks_is_refused_before_any_work():
-    from train.run import RunOptions, check_backend
+    from train.factories import check_backend
+    from train.settings import RunOptions
 
     check_backend(RunOptions(backend="vllm"), Team(rank=0, size=1, sharded=True))  # one rank: allowed
     check_backend(RunOptions(backend="hf"), Team(rank=1, size=2, sharded=True))

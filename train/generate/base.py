@@ -12,6 +12,11 @@ Caps are enforced here, the same way for every backend (`plan_prompts`):
   within `total_cap`.
 Logprobs are those of the sampling distribution, log_softmax(logits / temperature), before any
 top-k/top-p filtering; at temperature 1 they are the model's own logprobs.
+
+What a backend supports beyond `generate(requests, sampling)` it declares in its
+`capabilities` (a `Capabilities`); callers read that, never the signature or the attributes.
+Besides, a backend may carry `notes` (lines the run prints before round 1) and `device` (where
+it generates, for `--set overlap_exec=auto`).
 """
 from __future__ import annotations
 
@@ -67,9 +72,35 @@ class PromptTooLongError(ValueError):
     """A prompt is longer than the arm's prompt cap (recorded on the node, not raised)."""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend supports beyond `generate(requests, sampling)`; every field off by default.
+
+    - `adapter_swap`: `set_adapter(adapter_dir) -> id` serves a LoRA adapter saved there (the
+      loop's `update_weights` saves and serves the updated adapter); without it the backend
+      samples from the trained module itself (train.weight_sync).
+    - `logprobs`: each completion's `response_logprobs` holds the sampled tokens' logprobs, one
+      per response token (the warehouse records them).
+    - `streaming`: `generate(..., on_request=f)` calls `f(i, completions)` as soon as every row of
+      request `i` has ended, while the call goes on (the round executes that sibling group
+      meanwhile); it returns every request's completions as well.
+    - `ranks`: `generate(..., indices=[...])` generates only those requests of the call, in that
+      order, each row with the noise it has in the whole call, so several ranks each generating
+      a share yield one process's tokens (train.generate.ranks).
+    """
+
+    adapter_swap: bool = False
+    logprobs: bool = False
+    streaming: bool = False
+    ranks: bool = False
+
+
 class Backend(Protocol):
+    capabilities: Capabilities
+
     def generate(self, requests: list[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
-        """One list of `request.n` completions per request, in order."""
+        """One list of `request.n` completions per request, in order; the keywords that
+        `capabilities` declares (`on_request=`, `indices=`) where it declares them."""
 
 
 def plan_prompts(tokenizer, requests: list[GenRequest], sampling: SamplingConfig) -> list[PromptPlan]:

@@ -12,7 +12,7 @@ the request order and the step, `sampler.row_noise`), so they yield the same tok
 """
 from __future__ import annotations
 
-from train.generate.base import (Completion, GenRequest, SamplingConfig, completion_from_tokens,
+from train.generate.base import (Capabilities, Completion, GenRequest, SamplingConfig, completion_from_tokens,
                                  failed, plan_prompts)
 from train.generate.sampler import decode, make_batch, row_keys
 
@@ -35,6 +35,8 @@ class HFBackend:
         self.fast = self.device.type == "cuda" if fast is None else fast
         self.max_batch = max_batch
         self._compiled = None
+        # the trained module itself, so no adapter swap; only the paged path hands requests out as they end
+        self.capabilities = Capabilities(adapter_swap=False, logprobs=True, streaming=paged, ranks=True)
 
     def generate(self, requests: list[GenRequest], sampling: SamplingConfig,
                  indices: list[int] | None = None, on_request=None) -> list[list[Completion]]:

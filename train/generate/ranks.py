@@ -17,7 +17,7 @@ Execution does not overlap generation: the round executes a call's completions a
 gather (see the README's "Several GPUs" for why).
 
 Failures: a rank whose share fails (out of GPU memory, a bug) sends its error, named by its rank,
-in place of its share; rank 0 raises it inside its own `gen` phase (train.run.GuardedTimer makes
+in place of its share; rank 0 raises it inside its own `gen` phase (train.device_errors.GuardedTimer makes
 a device error one line), and rank 0's STOP (train.distributed.Team.alone) reaches the ranks
 waiting for the next call. Rank 0's own failure waits until the gather is over, so no rank is
 left inside a collective. The objects exchanged are plain Python (token ids and logprobs are
@@ -29,6 +29,8 @@ import pickle
 import sys
 import traceback
 from dataclasses import dataclass
+
+from train.generate.base import Capabilities
 
 
 @dataclass(frozen=True)
@@ -68,11 +70,16 @@ def share_of(n_requests: int, rank: int, size: int) -> list[int]:
 
 
 class DealtBackend:
-    """Rank 0's backend with several ranks: each call is dealt over every rank (module docstring)."""
+    """Rank 0's backend with several ranks: each call is dealt over every rank (module docstring).
+
+    Its capabilities: the dealt backend's logprobs; no streaming (a call returns after the
+    gather), no share of its own (it is the dealer), no adapter swap (each rank's generation
+    copy is loaded by the FSDP sync, train.weight_sync)."""
 
     def __init__(self, team, backend, log=None):
         self.team, self.backend = team, backend
         self.log = log  # callable(str) or None: each call's rows per rank (the deal's balance)
+        self.capabilities = Capabilities(logprobs=backend.capabilities.logprobs)
 
     def generate(self, requests, sampling) -> list[list]:
         call = Call(list(requests), sampling)

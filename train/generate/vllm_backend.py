@@ -22,7 +22,7 @@ import json
 import os
 from pathlib import Path
 
-from train.generate.base import (Completion, GenRequest, SamplingConfig, completion_from_tokens,
+from train.generate.base import (Capabilities, Completion, GenRequest, SamplingConfig, completion_from_tokens,
                                  failed, plan_prompts)
 from warehouse.errors import TerminalError
 
@@ -76,6 +76,10 @@ def logprobs_mode(temperature: float) -> str:
 
 class VLLMBackend:
     """`Backend` over a vLLM engine; `set_adapter(path)` after each weight update."""
+
+    # no `on_request` (one engine call returns the whole batch) and no `indices` (vLLM cannot
+    # start inside a multi-rank torchrun world: train.factories.check_backend)
+    capabilities = Capabilities(adapter_swap=True, logprobs=True, streaming=False, ranks=False)
 
     def __init__(self, model_path: str, tokenizer, gpu_memory_utilization: float = 0.6,
                  max_model_len: int | None = None, seed: int = 0, enable_lora: bool = True,

@@ -49,14 +49,12 @@ def rm_command(model, pairs, eval_file, proxy_rows, members, steps_per_member, w
     members, score it on the proxy and final evaluators and write every step, artifact and
     evaluation into the warehouse."""
     from train.rm.run import TINY_SETTINGS, RMOptions, apply_sets, run_rm
-    from train.run import parse_sets
+    from train.settings import check_warehouse, parse_sets
     from warehouse.config import resolve_db_url
 
     db_url = None if no_db else resolve_db_url(db)
     if db_url is not None:
-        from train.run_cli import _check_warehouse
-
-        _check_warehouse(db_url)
+        check_warehouse(db_url)
     settings = {**(TINY_SETTINGS if model == "tiny" else {}), **parse_sets(sets)}
     if proxy_rows is not None:
         settings["proxy_rows"] = str(proxy_rows)

@@ -108,7 +108,7 @@ NULLABLE = {"wall_clock": 0.0, "steps_per_member": 0, "grad_checkpointing": Fals
 
 def apply_sets(opts: RMOptions, sets: dict) -> RMOptions:
     """`--set key=value` overrides, typed by the field's default."""
-    from train.run import coerce
+    from train.settings import coerce
 
     names = {f.name: f for f in dataclasses.fields(RMOptions)}
     changes = {}

@@ -5,19 +5,18 @@ then all their siblings are generated in ONE batched call (all tasks of the roun
 batch), then each task's siblings are executed and graded (in parallel on the executor) and
 added to the tree, so expansion `e + 1` can pick a parent made at `e`.
 
-With `overlap_exec` (and a backend that reports each request as it ends: the hf backend's
-paged path), a task's sibling group starts executing on a thread as soon as its last sibling
-has ended, while the call's other groups still generate: a round waits for its longest
-sibling, and the groups that end early use that wait. The records are the same either way
-(each group's execution depends on its own completions only); they are added to the trees in
-task order after the call. The seconds of execution that ran during generation are reported
-on the expansion's line and in `RoundResult.exec_overlap_seconds`.
+With `overlap_exec` (and a backend that declares `streaming`, handing out each request as it
+ends: the hf backend's paged path), a task's sibling group starts executing on a thread as
+soon as its last sibling has ended, while the call's other groups still generate: a round
+waits for its longest sibling, and the groups that end early use that wait. The records are
+the same either way (each group's execution depends on its own completions only); they are
+added to the trees in task order after the call. The seconds of execution that ran during
+generation are reported on the expansion's line and in `RoundResult.exec_overlap_seconds`.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,7 +64,7 @@ def run_round(round_no: int, trees: dict[str, TaskTree], ctx: RoundContext) -> R
     result = RoundResult(round_no, {t: [] for t in ctx.tasks}, {}, {t: [] for t in ctx.tasks})
     llm_s = {t: 0.0 for t in ctx.tasks}
     exec_s = {t: 0.0 for t in ctx.tasks}
-    overlap = ctx.overlap_exec and "on_request" in inspect.signature(ctx.backend.generate).parameters
+    overlap = ctx.overlap_exec and ctx.backend.capabilities.streaming
     with ThreadPoolExecutor(max_workers=len(ctx.tasks) or 1) if overlap else contextlib.nullcontext() as pool:
         for index in range(ctx.settings.expansions_per_round):
             expansions = [plan_expansion(trees[t], ctx.tasks[t].description, round_no, index, ctx.settings,

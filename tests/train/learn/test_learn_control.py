@@ -12,7 +12,9 @@ from train.learn.control import Band, KLControl, LRSchedule, StabilityStopError
 from train.learn.loss import LossConfig
 from train.learn.step import StepConfig
 from train.learn.timing import PhaseTimer
-from train.run import Learner, RunOptions, resolve_settings, run
+from train.learner import Learner
+from train.run import run
+from train.settings import RunOptions, resolve_settings
 from warehouse.db import connect
 from warehouse.errors import TerminalError
 
@@ -82,7 +84,7 @@ def test_the_learner_steps_at_the_scheduled_rate_and_carries_the_coefficient_thr
 
 
 def test_the_schedule_and_kl_control_are_settable_and_recorded_on_the_run_row():
-    from train.run import parse_sets
+    from train.settings import parse_sets
 
     opts = RunOptions(model="tiny", learn=True, sets=parse_sets(["lr_schedule=cosine", "lr_warmup_steps=3",
                                                                  "kl_target=0.05", "kl_max=0.5"]))

@@ -3,7 +3,8 @@ import pytest
 
 from tests.train.test_run import BAD, TASK, CannedBackend, model_dir, tiny_model, tiny_tokenizer  # noqa: F401
 from train.learn.gates import HealthGateError
-from train.run import RunOptions, run
+from train.run import run
+from train.settings import RunOptions
 from warehouse.db import connect
 
 

@@ -50,14 +50,16 @@ class Bench:
         from train.env import LocalExecutor
         from train.env.tasks import bundled_task_names, load_task
         from train.generate.hf import HFBackend
-        from train.run import RunOptions, _learner, _load_policy, resolve_settings
+        from train.factories import load_run_policy
+        from train.learner import make_learner
+        from train.settings import RunOptions, resolve_settings
 
         torch.manual_seed(seed)  # the adapter's initialisation
         opts = RunOptions(model="tiny", device="cpu", seed=seed, tiny_cache=str(cache))
         self.arm, knobs, overrides = resolve_settings(opts)
         self.lr = overrides["learning_rate"]
-        self.policy = _load_policy(opts, self.arm, log=lambda line: None)
-        self.learner = _learner(self.policy, self.arm, overrides, opts, knobs=knobs)
+        self.policy = load_run_policy(opts, self.arm, log=lambda line: None)
+        self.learner = make_learner(self.policy, self.arm, overrides, opts, knobs=knobs)
         self.backend = HFBackend(self.policy.model, self.policy.tokenizer)
         self.tasks = {name: load_task(name) for name in bundled_task_names()}
         self.executor = LocalExecutor()

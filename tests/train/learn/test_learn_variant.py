@@ -92,7 +92,8 @@ def test_a_resumed_run_keeps_layers_from_the_peak_its_lineage_measured(db_url, m
 
 
 def test_settings_are_validated_and_recorded(tmp_path):
-    from train.run import Knobs, RunOptions, resolve_settings, variant_setting
+    from train.learner import variant_setting
+    from train.settings import Knobs, RunOptions, resolve_settings
 
     _, knobs, overrides = resolve_settings(RunOptions(sets={"keep_layers": "4", "compile_norms": "off"}))
     assert variant_setting(knobs) == VariantSetting(keep_layers=4, compile_norms=False)
@@ -209,7 +210,8 @@ def test_compiled_norms_in_the_update_beside_the_generators_compiled_decode_on_g
     from train.generate.hf import HFBackend
     from train.learn.lora import add_lora, make_optimizer
     from train.learn.step import Sample
-    from train.run import Knobs, Learner, prepare_update
+    from train.learner import Learner, prepare_update
+    from train.settings import Knobs
 
     policy = add_lora(copy.deepcopy(tiny_model).to("cuda"), rank=8, alpha=16, init=False)
     config = StepConfig(token_budget=4096)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from train.distributed import Team, exit_status
-from train.generate.base import GenRequest
+from train.generate.base import Capabilities, GenRequest
 from train.generate.ranks import DealtBackend, end_generation, serve_generation, share_of
 from warehouse.arms import get_arm
 
@@ -20,6 +20,8 @@ from warehouse.arms import get_arm
 class FakeBackend:
     """Names each completion after its request, row and the rank that made it; `fail` raises
     at that call (1-based)."""
+
+    capabilities = Capabilities(ranks=True)
 
     def __init__(self, rank: int, fail: int = 0, error: Exception | None = None):
         self.rank, self.fail, self.error, self.calls = rank, fail, error, 0
@@ -37,7 +39,7 @@ CALLS = [[GenRequest(f"r{i}", 2) for i in range(3)], [GenRequest("only", 1)]]  #
 def _member(rank: int, init_file: str, out: str, fail_rank: int, error) -> None:
     import torch.distributed as dist
 
-    from train.run import GuardedTimer
+    from train.device_errors import GuardedTimer
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     team = Team(rank=rank, size=2)

@@ -5,12 +5,14 @@ import types
 
 import pytest
 
-from train.generate.base import Completion, SamplingConfig
+from train.generate.base import Capabilities, Completion, SamplingConfig
 from train.rollout.round import RoundContext, run_round
 from train.rollout.tree import SearchSettings, TaskTree
 
 
 class Backend:
+    capabilities = Capabilities(logprobs=True)
+
     def __init__(self):
         self.calls = []
 
@@ -76,6 +78,8 @@ def test_llm_seconds_are_shared_by_tokens_and_sum_to_the_call(fake_env):
 
 class StreamingBackend(Backend):
     """Reports request 0 mid-call, then waits (up to 10 s) until its group has started executing."""
+
+    capabilities = Capabilities(logprobs=True, streaming=True)
 
     def __init__(self, started):
         super().__init__()

@@ -1,0 +1,152 @@
+"""The pieces `train run`'s loop is made of, each built from the run's settings: the policy and
+its generation backend, the round context (sampling, search, executor, limits), the search
+trees (empty, or a resumed lineage's), the warehouse writer. Heavy imports stay inside the
+functions, so importing the loop stays light.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from warehouse.arms import Arm
+from warehouse.errors import TerminalError
+
+from train.settings import Knobs, RunOptions
+
+if TYPE_CHECKING:
+    from train.learn.checkpoint import ResumePoint
+    from train.policy.loader import Policy
+    from train.rollout.round import RoundContext
+    from train.writer import RoundWriter
+
+
+def check_backend(opts: RunOptions, team) -> None:
+    """vLLM cannot start inside a torchrun world of several ranks: it takes torch.distributed's
+    world for its own and fails ('world_size (N) is not equal to tensor_model_parallel_size')."""
+    if opts.backend == "vllm" and team.size > 1:
+        raise TerminalError(f"--backend vllm with {team.size} ranks: vLLM cannot start inside a multi-rank "
+                            "torchrun run. Use --backend hf with several ranks, or one process with "
+                            "--backend vllm --set tensor_parallel_size=N for generation over N GPUs.")
+
+
+def resume_point(opts: RunOptions) -> ResumePoint | None:
+    if not opts.resume_from:
+        return None
+    from train.learn.checkpoint import parse_resume
+
+    return parse_resume(opts.resume_from)
+
+
+def initial_trees(opts: RunOptions, tasks: dict, resume: ResumePoint | None) -> dict:
+    """Empty trees, or the resumed lineage's trees as they stood after round `resume.step`."""
+    from train.rollout.tree import TaskTree
+
+    if resume is None:
+        return {name: TaskTree(name) for name in tasks}
+    from train.rollout.lineage import load_trees
+
+    return load_trees(opts.db_url, resume.run_id, resume.step, tasks)
+
+
+def make_writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str,
+                resume: ResumePoint | None, log) -> RoundWriter:
+    from train.writer import RoundWriter, RunRow
+
+    resumed = {"run": resume.run_id, "step": resume.step} if resume else None
+    row = RunRow(run_id=run_id, arm=arm.name, question_id=arm.question_id, model=opts.model,
+                 seed=opts.seed, overrides=overrides, notes=notes, resumed_from=resumed)
+    return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root, log=log)
+
+
+def prepare_model(opts: RunOptions, team, log) -> None:
+    """Rank 0 resolves (for `tiny`: builds) the model before the other ranks load it."""
+    if team.sharded and team.main:
+        from train.policy.loader import resolve_model_path
+
+        resolve_model_path(opts.model, opts.tiny_cache, log=log)
+
+
+def load_run_policy(opts: RunOptions, arm: Arm, log) -> Policy:
+    """The run's policy on its device, with the arm's LoRA adapter when it learns."""
+    from train.policy.loader import load_policy
+
+    lora = (arm.lora_rank, arm.lora_alpha) if opts.learn else None
+    return load_policy(opts.model, opts.device, lora=lora, tiny_cache=opts.tiny_cache, log=log)
+
+
+def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):
+    """This process's generation backend for `--backend` (train.generate)."""
+    if opts.backend == "vllm":
+        from train.generate.vllm_backend import VLLMBackend
+
+        return VLLMBackend(str(policy.path), policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6,
+                           max_model_len=arm.total_cap, seed=opts.seed, device=str(policy.device),
+                           tensor_parallel_size=knobs.tensor_parallel_size, temperature=knobs.temperature)
+    from train.generate.hf import HFBackend
+
+    return HFBackend(policy.model, policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6)
+
+
+def deal_over_ranks(backend, team, progress=None):
+    """`backend` as the loop uses it: with several ranks rank 0's deals each generation call
+    over every rank, each on its own copy of the policy (train.generate.ranks), which takes a
+    backend that generates a share of a call (`Capabilities.ranks`)."""
+    if team.size == 1 or not team.main:
+        return backend
+    if not backend.capabilities.ranks:
+        raise TerminalError(f"{type(backend).__name__} cannot generate a share of a call, so it cannot run "
+                            f"on {team.size} ranks; use --backend hf with several ranks.")
+    from train.generate.ranks import DealtBackend
+
+    return DealtBackend(team, backend, log=progress)
+
+
+def round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backend, run_id: str, log,
+                  progress=None, monitor=None) -> RoundContext:
+    from train.env import Limits, LocalExecutor
+    from train.generate.base import SamplingConfig
+    from train.rollout.round import RoundContext
+    from train.rollout.tree import SearchSettings
+
+    sampling = SamplingConfig(max_new_tokens=arm.response_cap or 4096, prompt_cap=arm.prompt_cap,
+                              total_cap=arm.total_cap, temperature=knobs.temperature,
+                              top_p=knobs.top_p, top_k=knobs.top_k)
+    settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
+                              initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
+                              softmax_temperature=knobs.softmax_temperature)
+    for note in getattr(backend, "notes", ()):  # e.g. vLLM's length bounded by the model's
+        log(note)
+    return RoundContext(tasks=tasks, backend=backend, sampling=sampling,
+                        settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
+                        executor=LocalExecutor(opts.exec_workers, gpus=exec_gpus(opts, log)),
+                        limits=Limits(timeout_s=knobs.exec_timeout_s),
+                        progress=progress, monitor=monitor, overlap_exec=overlap_exec(knobs, backend))
+
+
+def overlap_exec(knobs: Knobs, backend) -> bool:
+    """--set overlap_exec: auto executes finished sibling groups during generation when the
+    backend generates on a GPU (on CPU the two would share the same cores)."""
+    if knobs.overlap_exec not in ("auto", "on", "off"):
+        raise TerminalError(f"--set overlap_exec={knobs.overlap_exec}: use auto, on or off")
+    if knobs.overlap_exec != "auto":
+        return knobs.overlap_exec == "on"
+    device = getattr(backend, "device", None)
+    return getattr(device, "type", None) == "cuda"
+
+
+def exec_gpus(opts: RunOptions, log) -> list[int]:
+    """--exec-gpus, else every GPU of the machine the policy's ranks do not use."""
+    if opts.exec_gpus is not None:
+        return list(opts.exec_gpus)
+    from train.distributed import launched_world
+    from train.env.gpu import default_exec_gpus
+
+    if opts.device == "cpu":
+        policy = set()
+    elif opts.device.startswith("cuda:"):
+        policy = {int(opts.device.split(":", 1)[1])}
+    else:  # cuda / auto: each rank on its local index (a plain process: GPU 0)
+        policy = set(range(launched_world()[1]))
+    gpus = default_exec_gpus(policy)
+    if gpus:
+        log(f"Nodes that declare a GPU run on GPU {', '.join(map(str, gpus))} (--exec-gpus to change).")
+    return gpus

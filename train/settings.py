@@ -1,0 +1,178 @@
+"""What the trainers take: `train run`'s options and knobs, and the `--set key=value` parsing
+both trainers share (`train rm` types its own fields with :func:`coerce`).
+
+A run's settings are the arm's (warehouse/arms.py) with `--set` overrides, plus the knobs
+below, which no arm states. The overrides, and the step's controls when learning, are recorded
+on the run row (`resolve_settings`), so a run says everything it did differently.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+from warehouse.arms import Arm, get_arm
+from warehouse.errors import TerminalError
+
+TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
+DEFAULT_LR = 3e-5  # when the arm does not state one (NULL in the registry)
+# The tiny policy's default: LoRA r32 on a 2M-parameter model (hidden 192) needs larger steps;
+# at 3e-5 it does not move in a handful of rounds, at 3e-3 its valid rate rises within two
+# (benchmarks/RESULTS.md, "Learning"), at 1e-2 it falls apart.
+TINY_LR = 3e-3
+
+
+@dataclass
+class RunOptions:
+    """Everything `train run` takes; `sets` are the `--set key=value` overrides."""
+
+    arm: str = "hr24k_u6"
+    model: str = "tiny"
+    rounds: int = 2
+    tasks: tuple = ()  # empty: the arm's tasks
+    tasks_root: str | None = None
+    seed: int = 0
+    db_url: str | None = None
+    device: str = "auto"
+    backend: str = "hf"  # hf | vllm
+    export_root: str | None = None
+    spool_root: str | None = None
+    learn: bool = True
+    checkpoint_root: str | None = None  # save the adapter + optimizer after each step
+    checkpoint_every: int = 1  # steps between checkpoints (train.learn.checkpoint)
+    quiet: bool = False  # only the run, round and step lines (no per-expansion lines)
+    health_gate: bool = True  # stop after the first step when the health gate fails (docs/metrics.md)
+    decision_steps: tuple = ()  # print the decision rule's reading after these steps
+    sets: dict = field(default_factory=dict)
+    exec_workers: int | None = None
+    exec_gpus: tuple | None = None  # GPUs for nodes that declare one; None: those the policy leaves
+    tiny_cache: str | None = None
+    run_id: str | None = None
+    first_round: int | None = None  # default: 1, or the resume step + 1
+    resume_from: str | None = None  # "RUN:STEP": continue RUN's trees (and checkpoint) after round STEP
+
+
+@dataclass
+class Knobs:
+    """Run settings beyond the arm's, all settable with `--set`."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    draft_prob: float = 0.25
+    softmax_temperature: float = 0.5
+    initial_drafts: int = 1
+    exec_timeout_s: float = 120.0
+    # execute a sibling group as soon as it has ended while the round's other groups generate:
+    # auto = when generation runs on a GPU (on CPU the two would share the same cores)
+    overlap_exec: str = "auto"  # auto | on | off
+    tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
+    update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
+    clip_eps: float = 0.2  # policy loss: importance ratio clipped to [1 - eps, 1 + eps]
+    kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off); the start when adaptive
+    # stability for long runs (train.learn.control)
+    lr_schedule: str = "constant"  # constant | cosine, after the warmup
+    lr_warmup_steps: int = 0  # linear warmup from 0 over this many steps
+    lr_total_steps: int = 0  # cosine: the step where the rate reaches lr_min_ratio x (0: the run's last round)
+    lr_min_ratio: float = 0.1
+    kl_target: float = 0.0  # > 0: adapt kl_coef toward this mean KL per step (0: fixed kl_coef)
+    kl_horizon: float = 1.0  # steps over which the controller applies a full proportional correction
+    kl_max: float = 0.0  # > 0: stop the run after a step whose KL is above it
+    entropy_min: float = 0.0  # > 0: stop the run after a step whose entropy is below it
+    entropy_max: float = 0.0  # > 0: stop the run after a step whose entropy is above it
+    # the update's variant (train.learn.variant; recorded in step_metrics each step)
+    keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
+    compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
+
+
+STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
+
+
+def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
+    """(arm with overrides, knobs, overrides as recorded on the run row)."""
+    arm, knobs = get_arm(opts.arm), Knobs()
+    overrides = dict(opts.sets)
+    if opts.model == "tiny" and "response_cap" not in overrides and arm.response_cap is not None:
+        overrides["response_cap"] = min(arm.response_cap, TINY_RESPONSE_CAP)
+    if opts.learn and arm.learning_rate is None and "learning_rate" not in overrides:
+        overrides["learning_rate"] = TINY_LR if opts.model == "tiny" else DEFAULT_LR
+    arm_fields = {f.name: f for f in dataclasses.fields(Arm)}
+    knob_fields = {f.name: f for f in dataclasses.fields(Knobs)}
+    arm_sets = {k: coerce(k, v, getattr(arm, k)) for k, v in overrides.items() if k in arm_fields}
+    knob_sets = {k: coerce(k, v, getattr(knobs, k)) for k, v in overrides.items() if k in knob_fields}
+    unknown = set(overrides) - set(arm_fields) - set(knob_fields) - {"name"}
+    if unknown or "name" in overrides:
+        known = sorted((set(arm_fields) | set(knob_fields)) - {"name", "question_id", "notes"})
+        raise TerminalError(f"--set: unknown or fixed setting(s) {', '.join(sorted(unknown or {'name'}))}; "
+                            f"settable: {', '.join(known)}")
+    recorded = {**arm_sets, **knob_sets}
+    knobs = dataclasses.replace(knobs, **knob_sets)
+    if opts.learn:  # the step's controls are part of what a run did, set or not
+        recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
+    return arm.with_overrides(**arm_sets), knobs, jsonable(recorded)
+
+
+def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict:
+    """`key=value` strings to a dict (values parsed by `coerce` later, against the field)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TerminalError(f"--set {pair!r}: expected key=value, e.g. --set response_cap=4096")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def coerce(key: str, value, current):
+    """`value` converted to the type of the setting's current value; a clear error otherwise."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if isinstance(current, bool):
+            return {"true": True, "1": True, "false": False, "0": False}[value.lower()]
+        if isinstance(current, tuple) or key == "tasks":
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        if isinstance(current, int) or key.endswith(("_cap", "_rank", "_alpha", "per_round", "per_expansion")):
+            return None if value.lower() in ("none", "null") else int(value)
+        if isinstance(current, float) or key in ("learning_rate", "gpu_memory_utilization"):
+            return None if value.lower() in ("none", "null") else float(value)
+    except (KeyError, ValueError):
+        raise TerminalError(f"--set {key}={value}: not a valid {type(current).__name__}") from None
+    return value
+
+
+def jsonable(values: dict) -> dict:
+    """`values` as they read back from JSON (tuples become lists): what the run row records."""
+    return json.loads(json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}))
+
+
+def resolve_tasks(arm: Arm, opts: RunOptions, overrides: dict, log) -> tuple[dict, dict, str]:
+    """The tasks to run (name -> Task); falls back to the bundled tasks when the arm's are absent."""
+    from train.env import bundled_task_names, load_task
+    from train.env.errors import TaskNotFoundError
+
+    wanted = tuple(opts.tasks) or arm.tasks
+    try:
+        tasks = {name: load_task(name, opts.tasks_root) for name in wanted}
+        notes = ""
+    except TaskNotFoundError:
+        if opts.tasks:
+            raise
+        bundled = bundled_task_names()
+        log(f"Notice: the arm's tasks are not under {opts.tasks_root or 'the bundled tasks'}; "
+            f"using the bundled mini tasks instead ({', '.join(bundled)}).")
+        tasks = {name: load_task(name) for name in bundled}
+        notes = f"arm tasks not found; ran the bundled mini tasks: {', '.join(bundled)}"
+    if tuple(tasks) != arm.tasks:
+        overrides = {**overrides, "tasks": list(tasks)}
+    return tasks, overrides, notes
+
+
+def check_warehouse(db_url: str) -> None:
+    """Fail before any work when the warehouse `--db` names is missing or not at the newest
+    schema (both trainers call it before they load a model)."""
+    from warehouse.db import connect
+    from warehouse.migrate import require_head
+
+    with connect(db_url, read_only=True) as con:
+        require_head(con, db_url)
