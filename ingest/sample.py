@@ -41,8 +41,9 @@ from pathlib import Path
 
 from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
 from ingest.rm_sample import write_rm_run
+from warehouse import vocabulary as vocab
+from warehouse.vocabulary import STATUSES
 
-STATUSES = ("ok", "crashed", "timeout", "no_code", "no_submission", "invalid_submission")
 PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor")
 
 # task -> (low, high, higher_is_better) of its raw competition metric
@@ -92,7 +93,7 @@ class RunSpec:
     parent_run: str | None = None   # lineage ancestor whose nodes the first round may expand
     status_weights: tuple[float, ...] = (0.45, 0.35, 0.08, 0.0, 0.06, 0.06)
     fresh_drafts: bool = False      # 000: the seed fix lets later rounds draft again
-    idle_exc: str = "CpuIdleError"
+    idle_exc: str = vocab.CPU_IDLE_ERROR
     wandb_run: str | None = None
     wandb_history_rows: int = 0
     plant: tuple[str, ...] = ()     # statuses forced into the run's first group
@@ -132,12 +133,12 @@ def sample_specs() -> list[RunSpec]:
         RunSpec("20260702_041208", schema="A", tasks=spooky, timing_steps=(1,), **q02,
                 plant=("no_code", "invalid_submission", "no_submission")),
         RunSpec("20260702_152844", schema="B", tasks=("aerial-cactus-identification",),
-                timing_steps=(1, 2), checkpoint_steps=(2,), idle_exc="GpuIdleError",
+                timing_steps=(1, 2), checkpoint_steps=(2,), idle_exc=vocab.GPU_IDLE_ERROR,
                 wandb_run="tree_grpo_9b_cactus_gpu", wandb_history_rows=1, **q02,
                 plant=("timeout", "invalid_submission")),
         RunSpec("20260702_221522", schema="B", tasks=("dogs-vs-cats-redux-kernels-edition",),
                 **{**q02, "rounds": (1,)}, partial={(1, "dogs-vs-cats-redux-kernels-edition"): 49},
-                no_summary={(1, "dogs-vs-cats-redux-kernels-edition")}, idle_exc="GpuIdleError"),
+                no_summary={(1, "dogs-vs-cats-redux-kernels-edition")}, idle_exc=vocab.GPU_IDLE_ERROR),
     ]
 
 
@@ -282,23 +283,23 @@ class _RootWriter:
         rng = self.rng
         out = {"status": status, "exc_type": None, "grade_error": None, "test_metric": None,
                "oriented": None, "source": None if spec.style == "000" else "none",
-               "is_buggy": status != "ok", "n_children": 0, "reward": -0.5,
+               "is_buggy": status != vocab.OK, "n_children": 0, "reward": vocab.FAILED_REWARD,
                "exec_time": round(rng.uniform(3, 900), 2)}
-        if status == "ok":
+        if status == vocab.OK:
             low, high, higher = METRIC[task]
             metric = round(rng.uniform(low, high), 4)
             out.update(test_metric=metric, oriented=metric if higher else -metric,
                        source="grade", reward=_humanrank(metric, low, high, higher))
-        elif status == "crashed":
+        elif status == vocab.CRASHED:
             roll = rng.random()
             if roll < 0.08:
-                out.update(exc_type=spec.idle_exc, reward=-0.2)
-            elif roll < 0.10:
-                out.update(exc_type="PodEvictedError", reward=-1.0)  # infrastructure failure
+                out.update(exc_type=spec.idle_exc, reward=vocab.IDLE_REWARD)
+            elif roll < 0.10:  # an infrastructure failure, named as a cluster harness names it
+                out.update(exc_type="PodEvictedError", reward=vocab.INFRASTRUCTURE_REWARD)
             else:
                 out["exc_type"] = rng.choice(CRASH_TYPES)
-        elif status == "timeout":
-            out["exc_type"] = "TimeoutError"
+        elif status == vocab.TIMEOUT:
+            out["exc_type"] = vocab.TIMEOUT_EXC_TYPE
         elif status == "invalid_submission":
             out["grade_error"] = "submission.csv has 4000 rows, expected 4001"
         elif status == "no_code":

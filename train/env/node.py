@@ -1,9 +1,10 @@
 """From completions to node records: extract, execute (in parallel), grade, reward.
 
-The record is a plain dict with the schema-C keys of DATA.md that the environment knows;
+The record is a plain dict with the node-record keys (docs/data-roots.md) that the environment knows;
 the rollout adds id, parent_id, mode, tokens and the rest.
 
-Status choices (the warehouse accepts only the six known statuses):
+Status choices (the warehouse accepts only the six known statuses; every name and sentinel is
+:mod:`warehouse.vocabulary`'s, and a node the sandbox stopped is judged by its `STOPPED` table):
 - idle kill: ``crashed`` with exc_type ``CpuIdleError``, or ``GpuIdleError`` for a node that
   left its GPUs idle (reward -0.2). Not ``timeout``: the
   node did not run out of time, it stopped working, and the reward table tells it apart.
@@ -22,6 +23,7 @@ from train.env.grading import Grade, grade_submission
 from train.env.reward import reward_for
 from train.env.sandbox import ExecResult, Limits, SandboxJob
 from train.env.tasks import Task
+from warehouse import vocabulary as vocab
 
 
 def evaluate(task: Task, completions: list[str], executor: Executor | None = None,
@@ -85,7 +87,7 @@ def node_record(task: Task, extraction: Extraction, result: ExecResult | None) -
         "plan": extraction.plan,
         "status": status,
         "exc_type": exc_type,
-        "is_buggy": status != "ok",
+        "is_buggy": status != vocab.OK,
         "reward": reward_for(status, exc_type, grade.humanrank),
         "test_metric": grade.test_metric,
         "oriented": grade.oriented,
@@ -106,17 +108,14 @@ def _judge(task: Task, result: ExecResult | None) -> tuple[str, str | None, Grad
     """(status, exc_type, grade) from how the node ran and what it submitted."""
     none = Grade(status="none")
     if result is None:
-        return "no_code", None, none
-    if result.outcome == "infra":
-        return "crashed", result.exc_type, none
-    if result.outcome == "timeout" or result.exc_type == "SIGXCPU":
-        return "timeout", "TimeoutError", none
-    if result.outcome == "idle":
-        return "crashed", "CpuIdleError", none
-    if result.outcome == "gpu_idle":
-        return "crashed", "GpuIdleError", none
-    if result.outcome == "memory" or result.returncode != 0:
-        return "crashed", result.exc_type, none
+        return vocab.NO_CODE, None, none
+    # RLIMIT_CPU kills with SIGXCPU: the CPU-time limit, a timeout like the wall-clock one
+    outcome = vocab.TIMED_OUT if result.exc_type == "SIGXCPU" else result.outcome
+    stopped = vocab.STOPPED.get(outcome)  # the sandbox ended it: the table the sandbox names it by
+    if stopped is not None:
+        return stopped.status, stopped.exc_type, none
+    if result.returncode != 0:
+        return vocab.CRASHED, result.exc_type, none
     grade = _grade_bytes(task, result.submission)
     return grade.status, None, grade
 
@@ -136,7 +135,7 @@ def _grade_bytes(task: Task, submission: bytes | None) -> Grade:
 
 
 def _exec_fields(result: ExecResult | None) -> dict:
-    r = result or ExecResult(outcome="none")
+    r = result or ExecResult(outcome=vocab.NOT_RUN)
     return {
         "exec_time": r.exec_time, "exec_timings": r.exec_timings, "term_tail": r.term_tail,
         "returncode": r.returncode, "where": r.where or None,

@@ -46,6 +46,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse import vocabulary as vocab
+
 log = logging.getLogger(__name__)
 
 LAUNCHER = Path(__file__).resolve().parent / "_launch.py"
@@ -94,7 +96,7 @@ class SandboxJob:
 class ExecResult:
     """What came back from running one node; grading happens in the caller."""
 
-    outcome: str  # exited | timeout | idle | infra
+    outcome: str  # one of warehouse.vocabulary.OUTCOMES: exited | timeout | idle | gpu_idle | memory | infra
     returncode: int | None = None
     exc_type: str | None = None
     term_tail: str = ""
@@ -129,7 +131,7 @@ def run_job(job: SandboxJob) -> ExecResult:
         result.submission = _retrieve(workspace, job.limits)
         result.warnings = warnings
     except (OSError, SandboxSetupError) as exc:
-        return ExecResult(outcome="infra", exc_type="InfrastructureError",
+        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.STOPPED[vocab.INFRA].exc_type,
                           term_tail=f"sandbox failed: {exc}", where=where)
     finally:
         if workspace is not None:
@@ -479,15 +481,10 @@ def _alive(p) -> bool:
 
 
 def _exc_type(watch: dict, tail: str) -> str | None:
-    """The exception class from the last traceback, else the killing signal's name."""
-    if watch["outcome"] == "timeout":
-        return "TimeoutError"
-    if watch["outcome"] == "idle":
-        return "CpuIdleError"
-    if watch["outcome"] == "gpu_idle":
-        return "GpuIdleError"
-    if watch["outcome"] == "memory":
-        return "MemoryError"
+    """The stopped outcome's exc_type (warehouse.vocabulary.STOPPED), else the exception class
+    from the last traceback, else the killing signal's name."""
+    if watch["outcome"] in vocab.STOPPED:
+        return vocab.STOPPED[watch["outcome"]].exc_type
     rc = watch["returncode"]
     if rc == 0:
         return None

@@ -1,4 +1,4 @@
-"""Node records and task-round summaries in the seeds' schema C (DATA.md).
+"""Node records and task-round summaries in the seeds' schema C (docs/data-roots.md).
 
 The environment gives the execution and grading fields (:func:`train.env.evaluate`); this
 module adds the search fields (id, parent, mode, group, depth, parent evidence) and the
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from train.generate.base import Completion
 from train.rollout.tree import Expansion, new_id
+from warehouse.vocabulary import CRASHED, INFRASTRUCTURE_REWARD, PROMPT_ERROR_EXC_TYPE
 
-PROMPT_ERROR_EXC = "PromptTooLongError"
-PROMPT_ERROR_REWARD = -1.0  # not the policy's doing: the infrastructure sentinel, no tokens to learn
+PROMPT_ERROR_REWARD = INFRASTRUCTURE_REWARD  # not the policy's doing: no tokens to learn from
 
 
 def node_records(expansion: Expansion, completions: list[Completion], env_records: list[dict]) -> list[dict]:
@@ -46,7 +46,7 @@ def _record(expansion: Expansion, completion: Completion, env: dict) -> dict:
 
 def prompt_error_record(completion: Completion) -> dict:
     """The environment-side fields of a node whose prompt could not be generated from."""
-    return {"code": "", "plan": "", "status": "crashed", "exc_type": PROMPT_ERROR_EXC, "is_buggy": True,
+    return {"code": "", "plan": "", "status": CRASHED, "exc_type": PROMPT_ERROR_EXC_TYPE, "is_buggy": True,
             "reward": PROMPT_ERROR_REWARD, "test_metric": None, "oriented": None, "source": None,
             "grade_error": None, "medal": None, "exec_time": None, "exec_timings": None,
             "term_tail": completion.error, "returncode": None, "where": None}

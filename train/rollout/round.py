@@ -22,9 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from train.generate.base import Backend, GenRequest, SamplingConfig
-from train.rollout.records import PROMPT_ERROR_EXC, node_records, prompt_error_record, task_round_summary
+from train.rollout.records import node_records, prompt_error_record, task_round_summary
 from train.rollout.rng import generation_seed
 from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
+from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
 
 
 @dataclass
@@ -156,7 +157,7 @@ def _execute(expansion, completions, ctx: RoundContext) -> tuple[list[dict], flo
 
 def _report(expansion, records: list[dict], ctx: RoundContext) -> None:
     valid = sum(r["status"] == "ok" for r in records)
-    executed = sum(r["exc_type"] != PROMPT_ERROR_EXC for r in records)
+    executed = sum(r["exc_type"] != PROMPT_ERROR_EXC_TYPE for r in records)
     if ctx.monitor is not None:
         ctx.monitor.expansion_executed(executed, [r["status"] for r in records])
     _say(ctx, f"  {expansion.task}: {expansion.mode} x{len(records)}, executed {executed}, "

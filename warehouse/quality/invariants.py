@@ -1,7 +1,10 @@
-"""METRICS.md's nine invariant checks, numbered as there, and the reward-model checks 10-15.
+"""The nine invariant checks, numbered as docs/metrics.md numbers them, and the reward-model
+checks 10-15.
 
 The numbers are the `check_no` of the `invariant_violations` view and the `check_no` in
-each expectation's `meta`, so a failed expectation, a view row and the spec line agree.
+each expectation's `meta`, so a failed expectation, a view row and the docs' line agree. The
+statuses, modes, sentinel rewards and idle exc types the checks test are
+:mod:`warehouse.vocabulary`'s.
 """
 from __future__ import annotations
 
@@ -28,11 +31,6 @@ INVARIANTS: dict[int, str] = {
     15: "reward-model proxy rows a subset of the full split (proxy n <= full n)",
 }
 
-STATUSES = ("ok", "crashed", "timeout", "no_code", "no_submission", "invalid_submission")
-MODES = ("draft", "improve", "debug")
-SENTINEL_REWARDS = (-0.5, -0.2, -1.0)
-IDLE_REWARD = -0.2
-IDLE_EXC_TYPES = ("CpuIdleError", "GpuIdleError")
 
 #: Checks whose offending rows are computed by the `invariant_violations` view (cross-row);
 #: the others are evaluated row by row by native expectations on the nodes frame.

@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from warehouse.quality.invariants import (
-    IDLE_EXC_TYPES, IDLE_REWARD, INVARIANTS, MODES, SE_RATIO_BOUNDS, SENTINEL_REWARDS, STATUSES,
-)
+from warehouse.quality.invariants import INVARIANTS, SE_RATIO_BOUNDS
+from warehouse.vocabulary import IDLE_EXC_TYPES, IDLE_REWARD, MODES, SENTINEL_REWARDS, STATUSES
 
 
 @dataclass(frozen=True)
