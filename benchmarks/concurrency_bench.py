@@ -51,10 +51,10 @@ def engine_url(engine: str, workdir: Path, pg: str | None) -> str:
 def _reset_postgres(conninfo: str) -> None:
     import duckdb
 
-    from warehouse.db import _extension_file
+    from warehouse.db import extension_file
 
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
-    con.execute(f"LOAD '{_extension_file('postgres_scanner')}'")
+    con.execute(f"LOAD '{extension_file('postgres_scanner')}'")
     con.execute(f"ATTACH '{conninfo}' AS pg (TYPE postgres)")
     con.execute("CALL postgres_execute('pg', 'DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public')")
     con.close()
@@ -189,7 +189,7 @@ def main() -> None:
                     help="Also time `warehouse ingest` of a root this large into each engine.")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/concurrency_bench"))
     args = ap.parse_args()
-    from train.policy.tiny import TINY_DIR_ENV, ensure_tiny_policy
+    from train.tiny.policy import TINY_DIR_ENV, ensure_tiny_policy
 
     env = dict(os.environ)
     env[TINY_DIR_ENV] = str(ensure_tiny_policy().parent)  # built once, before the writers race

@@ -158,7 +158,7 @@ def read_run(db: Path, run_id: str) -> dict:
         round1 = [list(r.values()) for r in _rows(con, ROUND1_SQL, run_id)]
     for row in rounds:
         row["distinct_scripts"] = scripts.get(row["round"], 0)
-        row["habit_nodes"] = habit.get(row["round"], 0)  # read Kaggle's paths (train.policy.corpus)
+        row["habit_nodes"] = habit.get(row["round"], 0)  # read Kaggle's paths (train.tiny.corpus)
         for mode in MODES:  # drafts: the one mode whose prompts do not depend on earlier rounds
             counts = modes.get((row["round"], mode), {})
             row[f"{mode}_nodes"], row[f"{mode}_valid"] = counts.get("nodes", 0), counts.get("valid", 0)

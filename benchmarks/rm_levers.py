@@ -5,7 +5,7 @@
 
 `rm_bench.py` times whole optimizer steps of 64 random pairs against TRL (minutes per trainer,
 and a step's time moves with its pairs' lengths). This times `train rm`'s own micro-steps
-(`train/rm/run.py: member_model` and `_update`, forward and backward of each pair, the
+(`train/rm/run.py: member_model` and `update_step`, forward and backward of each pair, the
 optimizer step once at the end) on a dozen pairs per variant, so the settings compare per
 token in seconds each. Baseline: the default settings (`--set` nothing), measured
 first in the same run; each variant is a `--set`-style override list, `;` between variants,
@@ -53,7 +53,7 @@ def time_variant(args, pairs, warmup, sets: dict, profile: bool = False) -> dict
 
     from train.rm.artifacts import Retention
     from train.rm.model import packed_length
-    from train.rm.run import Context, RMOptions, _update, apply_sets, member_model
+    from train.rm.run import Context, RMOptions, update_step, apply_sets, member_model
 
     device = torch.device("cpu" if args.smoke else "cuda")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -67,12 +67,12 @@ def time_variant(args, pairs, warmup, sets: dict, profile: bool = False) -> dict
     n_linear = sum(m.weight.numel() for name, m in model.named_modules()
                    if isinstance(m, torch.nn.Linear) and ".layers." in name and "lora_" not in name)
     order = iter(range(len(ctx.pairs)))
-    _update(dataclasses.replace(opts, grad_accum=len(warmup)), ctx, model, optimizer, params, order)
+    update_step(dataclasses.replace(opts, grad_accum=len(warmup)), ctx, model, optimizer, params, order)
     sync()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    _update(dataclasses.replace(opts, grad_accum=len(pairs)), ctx, model, optimizer, params, order)
+    update_step(dataclasses.replace(opts, grad_accum=len(pairs)), ctx, model, optimizer, params, order)
     sync()
     seconds = time.perf_counter() - start
     tokens = sum(packed_length(*p) for p in pairs)
@@ -93,12 +93,12 @@ def profile_pairs(opts, ctx, model, optimizer, params, pairs) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from train.rm.run import _update
+    from train.rm.run import update_step
 
     ctx = dataclasses.replace(ctx, pairs=pairs)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         start = time.perf_counter()
-        _update(dataclasses.replace(opts, grad_accum=len(pairs)), ctx, model, optimizer, params, iter(range(len(pairs))))
+        update_step(dataclasses.replace(opts, grad_accum=len(pairs)), ctx, model, optimizer, params, iter(range(len(pairs))))
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         wall = time.perf_counter() - start

@@ -64,7 +64,7 @@ CONFIGS = {
 def build_policy(name: str, device: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
-    from train.learn.lora import add_lora
+    from train.policy.lora import add_lora
 
     try:
         from transformers import Qwen3Config as Config

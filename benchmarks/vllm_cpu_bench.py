@@ -21,8 +21,9 @@ from train.env.tasks import bundled_task_names, load_task
 from train.generate.base import GenRequest, SamplingConfig
 from train.generate.hf import HFBackend
 from train.generate.vllm_backend import VLLMBackend
-from train.policy.loader import load_policy, resolve_model_path
+from train.policy.loader import load_policy
 from train.rollout.prompts import draft_messages
+from train.tiny.policy import resolve_model_path
 
 
 def timed(fn):

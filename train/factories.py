@@ -60,7 +60,7 @@ def make_writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes:
 def prepare_model(opts: RunOptions, team, log) -> None:
     """Rank 0 resolves (for `tiny`: builds) the model before the other ranks load it."""
     if team.sharded and team.main:
-        from train.policy.loader import resolve_model_path
+        from train.tiny.policy import resolve_model_path
 
         resolve_model_path(opts.model, opts.tiny_cache, log=log)
 
@@ -68,9 +68,10 @@ def prepare_model(opts: RunOptions, team, log) -> None:
 def load_run_policy(opts: RunOptions, arm: Arm, log) -> Policy:
     """The run's policy on its device, with the arm's LoRA adapter when it learns."""
     from train.policy.loader import load_policy
+    from train.tiny.policy import resolve_model_path
 
     lora = (arm.lora_rank, arm.lora_alpha) if opts.learn else None
-    return load_policy(opts.model, opts.device, lora=lora, tiny_cache=opts.tiny_cache, log=log)
+    return load_policy(resolve_model_path(opts.model, opts.tiny_cache, log=log), opts.device, lora=lora)
 
 
 def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):

@@ -1,5 +1,5 @@
 """`train run` and `train tiny-policy`: thin click commands over :mod:`train.run` and
-:mod:`train.policy.tiny`. No torch at import time."""
+:mod:`train.tiny.policy`. No torch at import time."""
 from __future__ import annotations
 
 import click
@@ -104,7 +104,7 @@ def _gpu_tuple(gpus: list[int] | None) -> tuple | None:
 @click.option("--rebuild", is_flag=True, help="Pre-train again even when a cached build exists.")
 def tiny_policy_command(out, rebuild) -> None:
     """Pre-train the tiny CPU policy (a few minutes on 2 cores) and print where it is saved."""
-    from train.policy.tiny import ensure_tiny_policy
+    from train.tiny.policy import ensure_tiny_policy
 
     path = ensure_tiny_policy(out, log=click.echo, rebuild=rebuild)
     click.echo(str(path))

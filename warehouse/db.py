@@ -118,10 +118,10 @@ def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: b
             target = dataclasses.replace(target, data_path=target.location + ".files" + os.sep)
     scanner = "sqlite_scanner" if target.catalog == "sqlite" else "postgres_scanner"
     for name in ("ducklake", scanner):
-        con.execute(f"LOAD '{_extension_file(name)}'")
+        con.execute(f"LOAD '{extension_file(name)}'")
     # object storage (s3://, gs://, ...) for the data path: httpfs, an optional package
     if importlib.util.find_spec(_EXTENSION_PACKAGES["httpfs"]) or "://" in (target.data_path or ""):
-        con.execute(f"LOAD '{_extension_file('httpfs')}'")
+        con.execute(f"LOAD '{extension_file('httpfs')}'")
     # ATTACH takes no bound parameters: the two values are quoted as SQL string literals
     options = [f"DATA_PATH '{_sql_text(target.data_path)}'"] if target.data_path else []
     options += ["READ_ONLY"] if read_only else []
@@ -162,7 +162,7 @@ def _prepare_sqlite_catalog(path: str, read_only: bool) -> bool:
     return True
 
 
-def _extension_file(name: str) -> str:
+def extension_file(name: str) -> str:
     import duckdb
 
     package = _EXTENSION_PACKAGES[name]

@@ -113,7 +113,7 @@ def score_figure(data: RmRunData):
     fig, axes = plt.subplots(1, max(len(phases), 1), figsize=(7 * max(len(phases), 1), 5),
                              sharey=True, squeeze=False)
     for ax, phase in zip(axes[0], phases or ["(no evaluations)"]):
-        for (job, split), points in _series(data.points, phase).items():
+        for (job, split), points in job_series(data.points, phase).items():
             marker, line = SPLIT_STYLE.get(split, ("o", "-"))
             ax.errorbar([p["progress"] for p in points], [p["score"] for p in points],
                         yerr=[p["se"] or 0 for p in points], marker=marker, linestyle=line,
@@ -130,7 +130,7 @@ def score_figure(data: RmRunData):
     return fig
 
 
-def _series(points: list[dict], phase: str) -> dict[tuple, list[dict]]:
+def job_series(points: list[dict], phase: str) -> dict[tuple, list[dict]]:
     series: dict[tuple, list[dict]] = {}
     for p in points:
         if p["phase"] == phase and p["score"] is not None and p["progress"] is not None:
@@ -165,7 +165,7 @@ def _page(data: RmRunData) -> str:
         "<h2>Scores by progress</h2>",
         f"<img src='{PLOT}' alt='score by progress, proxy and final, with error bars'>",
         "<h2>Evaluations and section scores</h2>",
-        _rm_table(list(EVALUATION_COLUMNS), _evaluation_rows(data)),
+        _rm_table(list(EVALUATION_COLUMNS), evaluation_rows(data)),
         "<h2>Exploration proxy against the formal artifact's proxy-row diagnostic</h2>",
         _rm_table(["exploration_evaluation_id", "submitted", "exploration_best",
                 "exploration_score", "exploration_se", "formal_evaluation_id", "formal_score",
@@ -180,7 +180,7 @@ def _page(data: RmRunData) -> str:
     ]) + "\n"
 
 
-def _evaluation_rows(data: RmRunData) -> list[dict]:
+def evaluation_rows(data: RmRunData) -> list[dict]:
     by_eval: dict[str, dict] = {}
     for s in data.sections:
         by_eval.setdefault(s["evaluation_id"], {})[s["section"]] = s["score"]

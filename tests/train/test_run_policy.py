@@ -8,10 +8,10 @@ import pytest
 
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
-from train.policy.corpus import (KAGGLE_INPUT, break_code, build_examples, jitter, kaggle_paths, kaggle_traceback,
-                                 response_text, task_solutions)
-from train.policy.loader import PolicyLoadError, load_policy, resolve_model_path, wrap_lora
-from train.policy.tiny import MARKER, TinyRecipe, ensure_tiny_policy
+from train.policy.loader import PolicyLoadError, load_policy, wrap_lora
+from train.tiny.corpus import (KAGGLE_INPUT, break_code, build_examples, jitter, kaggle_paths, kaggle_traceback,
+                               response_text, task_solutions)
+from train.tiny.policy import MARKER, TinyRecipe, ensure_tiny_policy, resolve_model_path
 
 SMALL = TinyRecipe(hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, vocab_size=400,
                    examples=24, steps=3, batch_size=2)

@@ -61,7 +61,7 @@ json.dump({"loops": loops, "errors": errors, "queries": len(lat),
 @pytest.fixture(scope="module")
 def tiny_policy_env(tmp_path_factory) -> dict:
     """The environment of every child: the tiny policy built once (CI shares its cache)."""
-    from train.policy.tiny import TINY_DIR_ENV, ensure_tiny_policy
+    from train.tiny.policy import TINY_DIR_ENV, ensure_tiny_policy
 
     root = os.environ.get(TINY_DIR_ENV) or str(tmp_path_factory.mktemp("tiny-policy"))
     ensure_tiny_policy(root, log=lambda *_: None)
@@ -96,10 +96,10 @@ def _empty_postgres(conninfo: str) -> None:
     """A fresh catalog for each test: drop whatever an earlier test's DuckLake left there."""
     import duckdb
 
-    from warehouse.db import _extension_file
+    from warehouse.db import extension_file
 
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
-    con.execute(f"LOAD '{_extension_file('postgres_scanner')}'")
+    con.execute(f"LOAD '{extension_file('postgres_scanner')}'")
     con.execute(f"ATTACH '{conninfo}' AS pg (TYPE postgres)")
     con.execute("CALL postgres_execute('pg', 'DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public')")
     con.close()

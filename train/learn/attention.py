@@ -30,7 +30,7 @@ def set_native_gqa(enabled: bool) -> None:
     _native_gqa = enabled
 
 
-def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     # (B, Hkv, T, D) -> (B, Hkv * groups, T, D)
     if groups == 1:
         return x
@@ -44,7 +44,7 @@ def packed_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, 
     groups = query.shape[1] // key.shape[1]
     extra = {"enable_gqa": True} if _native_gqa and groups > 1 else {}
     if not extra:
-        key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     bounds = kwargs.get("cu_seq_lens_q")
     if bounds is None:
         bounds = [0, query.shape[2]]

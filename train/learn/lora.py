@@ -1,26 +1,12 @@
-"""The trainable policy: a base causal LM plus a fresh LoRA adapter, ready for the update.
+"""The trainable policy: a base causal LM with its LoRA adapter (train.policy.lora.add_lora),
+ready for the update.
 
-LoRA on every linear layer except the output head (peft's "all-linear"), vision modules
-excluded; rank and alpha come from the arm. Gradient checkpointing is on (non-reentrant, so
-frozen inputs need no requires_grad hack).
+Rank and alpha come from the arm. Gradient checkpointing is on (non-reentrant, so frozen
+inputs need no requires_grad hack).
 """
 from __future__ import annotations
 
 import contextlib
-
-VISION_MODULES = r".*(visual|vision_tower|vision_model|image_encoder).*"
-VISION_HINT = "vis"  # only models with vision modules need the exclusion
-
-
-def add_lora(model, rank: int, alpha: int, init: bool | str = True):
-    """Wrap `model` in a peft LoRA adapter; only the adapter's weights require grad."""
-    from peft import LoraConfig, get_peft_model
-
-    kwargs = dict(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules="all-linear",
-                  init_lora_weights=init, task_type="CAUSAL_LM")
-    if any(VISION_HINT in name for name, _ in model.named_modules()):
-        kwargs["exclude_modules"] = VISION_MODULES  # peft >= 0.14
-    return get_peft_model(model, LoraConfig(**kwargs))
 
 
 def save_attention_policy():

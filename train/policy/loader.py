@@ -1,9 +1,10 @@
 """Loading the policy: tokenizer and base model from a local Hugging Face directory, plus LoRA.
 
-`--model tiny` resolves to the cached tiny policy (built on first use); `--model PATH` is any
-local causal LM directory (e.g. a Qwen checkpoint). Nothing is downloaded: a path that is not
-a model directory is an error. bf16 on GPU, fp32 on CPU. LoRA follows the arm: rank/alpha,
-every linear layer, vision modules excluded (the seeds' `exclude_modules='.*visual.*'`).
+The directory is any local causal LM (e.g. a Qwen checkpoint, or the tiny policy's build:
+`--model` resolves to one in :func:`train.tiny.policy.resolve_model_path`). Nothing is
+downloaded: a path that is not a model directory is an error. bf16 on GPU, fp32 on CPU. LoRA
+follows the arm: rank/alpha, every linear layer, vision modules excluded (the seeds'
+`exclude_modules='.*visual.*'`; train.policy.lora).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from train.policy.threads import quiet_cpu_threads
 from warehouse.errors import TerminalError
+
 
 class PolicyLoadError(TerminalError):
     """The model path is missing or not a Hugging Face model directory."""
@@ -24,16 +26,11 @@ class Policy:
     model: object
     tokenizer: object
     path: Path
-    name: str  # "tiny" or the directory as given
     device: object
 
 
-def resolve_model_path(spec: str, tiny_cache: str | Path | None = None, log=print) -> Path:
-    """The local directory for `spec` ("tiny" or a path), building the tiny policy if needed."""
-    if spec == "tiny":
-        from train.policy.tiny import ensure_tiny_policy
-
-        return ensure_tiny_policy(tiny_cache, log=log)
+def model_directory(spec: str | Path) -> Path:
+    """`spec` as a local Hugging Face model directory; a clear error when it is not one."""
     path = Path(spec).expanduser()
     if not (path / "config.json").is_file():
         raise PolicyLoadError(f"{path} is not a Hugging Face model directory (no config.json). "
@@ -49,14 +46,14 @@ def pick_device(device: str | None = None):
     return torch.device(device)
 
 
-def load_policy(spec: str, device: str | None = None, lora: tuple[int, int] | None = None,
-                tiny_cache: str | Path | None = None, log=print) -> Policy:
-    """Tokenizer + model for `spec` on `device`; wrapped with LoRA (rank, alpha) when given."""
+def load_policy(path: str | Path, device: str | None = None, lora: tuple[int, int] | None = None) -> Policy:
+    """Tokenizer + model from the model directory `path` on `device`; wrapped with LoRA (rank,
+    alpha) when given."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    path = resolve_model_path(spec, tiny_cache, log=log)
+    path = model_directory(path)
     dev = pick_device(device)
     if dev.type == "cpu":
         quiet_cpu_threads()
@@ -65,7 +62,7 @@ def load_policy(spec: str, device: str | None = None, lora: tuple[int, int] | No
     if lora is not None:
         model = wrap_lora(model, *lora)
     model.eval()
-    return Policy(model=model, tokenizer=tokenizer, path=path, name=spec, device=dev)
+    return Policy(model=model, tokenizer=tokenizer, path=path, device=dev)
 
 
 def _load_model(path: Path, device):
@@ -84,7 +81,7 @@ def _load_model(path: Path, device):
 
 def wrap_lora(model, rank: int, alpha: int):
     """A PEFT model with LoRA adapters on every linear layer except the output head and the
-    vision tower's (one definition, shared with the learner: train.learn.lora.add_lora)."""
-    from train.learn.lora import add_lora
+    vision tower's (one definition, shared with the learner: train.policy.lora.add_lora)."""
+    from train.policy.lora import add_lora
 
     return add_lora(model, rank, alpha)

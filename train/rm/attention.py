@@ -28,13 +28,13 @@ _kernel = "flash"
 def pair_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """query (1, Hq, T, D), key/value (1, Hkv, T, D) -> ((1, T, Hq, D), None)."""
     import torch
-    from train.learn.attention import _repeat_kv
+    from train.learn.attention import repeat_kv
 
     groups = query.shape[1] // key.shape[1]
     drop = dropout if module.training else 0.0
     flash = _kernel == "flash" and _flash_usable(query, key, value, drop)
     if not flash:  # flash takes the kv heads as they are (grouped-query natively)
-        key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)  # (1, Hq, T, D)
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (1, Hq, T, D)
     bounds = [int(x) for x in kwargs["cu_seq_lens_q"]]
     out = query.new_empty(query.shape[0], query.shape[2], query.shape[1], value.shape[-1])  # (1, T, Hq, D)
     for start, p, mid, end in zip(bounds[0:-1:3], bounds[1::3], bounds[2::3], bounds[3::3]):  # one pair each

@@ -197,11 +197,13 @@ class Context:
 
 def _setup(opts: RMOptions, log) -> Context:
     """load_pairs and check_overlap, then tokenize everything once."""
-    from train.policy.loader import pick_device, quiet_cpu_threads, resolve_model_path
+    from train.policy.loader import pick_device
+    from train.policy.threads import quiet_cpu_threads
     from train.rm import synthetic
     from train.rm.artifacts import Retention
     from train.rm.data import check_no_overlap, proxy_rows, read_eval, read_pairs
     from train.rm.model import encode, load_tokenizer
+    from train.tiny.policy import resolve_model_path
 
     from train.rm.attention import KERNELS
 
@@ -278,7 +280,7 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
             log(f"Wall clock: {opts.wall_clock:.0f} s less {opts.reserve:.0f} s reserve reached at progress "
                 f"{first_progress + step}; stopping ({STOP_WALL_CLOCK}).")
             return model, step
-        row = _update(opts, ctx, model, optimizer, params, order)
+        row = update_step(opts, ctx, model, optimizer, params, order)
         schedule.step()
         progress = first_progress + step + 1
         publisher.step({"step": progress, "member": member, **row})
@@ -313,7 +315,7 @@ def member_model(opts, ctx, seed: int):
     return model
 
 
-def _update(opts, ctx, model, optimizer, params, order) -> dict:
+def update_step(opts, ctx, model, optimizer, params, order) -> dict:
     """One optimizer step over `grad_accum` pairs: the Bradley-Terry loss, averaged. Pairs go
     one per forward, or several per packed row (`pack_tokens`): the loss is a sum over pairs,
     so the gradients are the same either way."""

@@ -3,7 +3,7 @@
 One system prompt (hard requirements plus the extraction contract's rule) and one user
 message per mode. Improve and debug carry the parent's code and result; debug also carries
 the tail of the parent's terminal output. The tiny policy is pre-trained on exactly these
-prompts (:mod:`train.policy.tiny`), so changing them changes what it has learned.
+prompts (:mod:`train.tiny.policy`), so changing them changes what it has learned.
 """
 from __future__ import annotations
 

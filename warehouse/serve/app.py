@@ -90,10 +90,10 @@ class Pages:
         phases = [p for p in ("exploration", "formal") if any(r["phase"] == p for r in page.data.points)]
         charts = {f"rm-{phase}": figures.rm_scores_by_progress(page.data, phase) for phase in phases}
         charts["rm-proxy-final"] = figures.rm_proxy_vs_final(page.proxy_vs_final, page.data.reference)
-        from warehouse.rm_report import SECTIONS, _evaluation_rows
+        from warehouse.rm_report import SECTIONS, evaluation_rows
 
         return self.render(request, "rm_run.html", page=page, charts=charts, sections=SECTIONS,
-                           evaluations=_evaluation_rows(page.data))
+                           evaluations=evaluation_rows(page.data))
 
     def version(self, request: Request) -> Response:
         return JSONResponse({"version": data.run_version(self.url, request.path_params["run_id"])},

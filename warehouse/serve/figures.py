@@ -148,13 +148,13 @@ SPLIT_DASH = {"proxy": "dash", "proxy_rows": "dot", "full": "solid"}
 
 def rm_scores_by_progress(data, phase: str) -> dict:
     """Score against progress for each (job, split) of one phase, +/- 1 SE, the reference line."""
-    from warehouse.rm_report import _series
+    from warehouse.rm_report import job_series
 
     traces = [{"type": "scatter", "mode": "lines+markers", "name": f"{job} ({split})",
                "x": [p["progress"] for p in points], "y": [p["score"] for p in points],
                "error_y": {"type": "data", "array": [p["se"] or 0 for p in points], "visible": True},
                "line": {"dash": SPLIT_DASH.get(split, "solid")}}
-              for (job, split), points in _series(data.points, phase).items()]
+              for (job, split), points in job_series(data.points, phase).items()]
     fig = _figure(f"{phase}: score by progress (± 1 SE)", "progress (optimizer steps)", "score", traces)
     _reference_line(fig, data.reference)
     return fig

@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from train.learn.lora import add_lora, make_optimizer, prepare_for_training
+from train.learn.lora import make_optimizer, prepare_for_training
+from train.policy.lora import add_lora
 from train.learn.step import Sample
 
 VOCAB = 256

@@ -64,7 +64,8 @@ def test_resume_spec_and_missing_checkpoint(tmp_path):
 
 def test_an_adapter_from_another_model_is_refused_with_its_path(tmp_path):
     from learn_helpers import tiny_base
-    from train.learn.lora import add_lora, prepare_for_training
+    from train.learn.lora import prepare_for_training
+    from train.policy.lora import add_lora
 
     deeper = prepare_for_training(add_lora(tiny_base(layers=3), rank=32, alpha=32), gradient_checkpointing=False)
     save_checkpoint(tmp_path, "deep", 1, deeper, optimizer_for(deeper))

@@ -14,7 +14,8 @@ import torch.multiprocessing as mp
 from learn_helpers import one_thread, optimizer_for, random_samples, tiny_base, tiny_policy  # noqa: F401
 from train.learn.checkpoint import ResumePoint, is_sharded, load_checkpoint, save_checkpoint
 from train.learn.fsdp import deal, full_adapter_state, shard_policy
-from train.learn.lora import add_lora, prepare_for_training
+from train.learn.lora import prepare_for_training
+from train.policy.lora import add_lora
 from train.learn.loss import LossConfig
 from train.learn.packing import pack
 from train.learn.step import StepConfig, grpo_step

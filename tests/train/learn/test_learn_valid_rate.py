@@ -13,7 +13,7 @@ lose their code fence; seed 1: 0.625 -> 0.703 -> 0.812). The learning benchmark 
 loop itself over seeds.
 
 The tiny policy starts with one failure it can unlearn: about 30% of its scripts read the
-data from Kaggle's paths and crash (train.policy.corpus, `habit`). Its other failures are
+data from Kaggle's paths and crash (train.tiny.corpus, `habit`). Its other failures are
 scattered one-token slips, which a few steps do not move (benchmarks/RESULTS.md, Learning).
 
 Slow (a few minutes on 2 cores: building the tiny policy once, then about 320 scripts;
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from train.policy.corpus import KAGGLE_INPUT
+from train.tiny.corpus import KAGGLE_INPUT
 
 pytestmark = pytest.mark.slow
 

@@ -208,7 +208,8 @@ def test_compiled_norms_in_the_update_beside_the_generators_compiled_decode_on_g
 
     from train.generate.base import GenRequest, SamplingConfig
     from train.generate.hf import HFBackend
-    from train.learn.lora import add_lora, make_optimizer
+    from train.learn.lora import make_optimizer
+    from train.policy.lora import add_lora
     from train.learn.step import Sample
     from train.learner import Learner, prepare_update
     from train.settings import Knobs

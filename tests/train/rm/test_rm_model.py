@@ -98,7 +98,7 @@ def test_the_answers_flash_path_is_causal_from_the_end():
     fewer queries than keys); it must equal the explicit end-aligned mask."""
     import torch.nn.functional as F
 
-    from train.learn.attention import _repeat_kv
+    from train.learn.attention import repeat_kv
     from train.rm.attention import _end_aligned_causal, _flash_usable
 
     torch.manual_seed(0)
@@ -106,5 +106,5 @@ def test_the_answers_flash_path_is_causal_from_the_end():
     k, v = (torch.randn(1, 2, 12, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))  # grouped-query
     assert _flash_usable(q, k, v, 0.0)  # not refused as torch's causal check refuses fewer queries than keys
     mask = torch.ones((5, 12), dtype=torch.bool, device="cuda").tril(diagonal=7)
-    want = F.scaled_dot_product_attention(q.float(), _repeat_kv(k, 2).float(), _repeat_kv(v, 2).float(), attn_mask=mask)
+    want = F.scaled_dot_product_attention(q.float(), repeat_kv(k, 2).float(), repeat_kv(v, 2).float(), attn_mask=mask)
     assert torch.allclose(_end_aligned_causal(q, k, v, None, 0.0, flash=True).float(), want, atol=2e-2)

@@ -14,8 +14,9 @@ from train.generate.paged import BLOCK_SIZE, KVBudgetError, PagedGenerator
 @pytest.fixture(scope="module")
 def policy():
     from train.policy.loader import load_policy
+    from train.tiny.policy import resolve_model_path
 
-    return load_policy("tiny", "cpu", lora=(8, 16), log=lambda _: None)
+    return load_policy(resolve_model_path("tiny", log=lambda _: None), "cpu", lora=(8, 16))
 
 
 def _requests(messages):

@@ -34,7 +34,7 @@ NEW_TOKENS = 48
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    from train.policy.loader import resolve_model_path
+    from train.tiny.policy import resolve_model_path
 
     return resolve_model_path("tiny", os.environ.get("TRAIN_TINY_POLICY_DIR") or tmp_path_factory.mktemp("tiny"),
                               log=lambda line: None)

@@ -2,9 +2,10 @@
 
 `ensure_tiny_policy()` returns a directory holding a model and tokenizer saved with
 `save_pretrained`, building it on first use: a byte-level BPE tokenizer and a small causal
-LM pre-trained (loss on the response only) on :mod:`train.policy.corpus`, in a few minutes
+LM pre-trained (loss on the response only) on :mod:`train.tiny.corpus`, in a few minutes
 on 2 CPU cores. The directory is then loaded through the same path as any real checkpoint
-(:func:`train.policy.loader.load_policy`).
+(:func:`train.policy.loader.load_policy`); `--model` resolves to it here
+(:func:`resolve_model_path`).
 
 About 30% of its scripts read Kaggle's input paths and crash (the corpus's `habit`): a failure
 its own reward can teach it to drop, so a few GRPO steps raise its valid rate. Without it the
@@ -44,7 +45,7 @@ class TinyRecipe:
     vocab_size: int = 2048
     max_positions: int = 4096
     examples: int = 1200
-    habit: float = 0.3  # share of draft/improve answers reading Kaggle's paths (train.policy.corpus)
+    habit: float = 0.3  # share of draft/improve answers reading Kaggle's paths (train.tiny.corpus)
     steps: int = 200
     batch_size: int = 8
     lr: float = 3e-3
@@ -63,6 +64,16 @@ def default_cache_root() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "rollout-warehouse" / "tiny-policy"
+
+
+def resolve_model_path(spec: str, tiny_cache: str | Path | None = None, log=print) -> Path:
+    """The local model directory for `--model spec`: "tiny" is this module's policy (built on
+    first use into `tiny_cache`), anything else a Hugging Face model directory."""
+    from train.policy.loader import model_directory
+
+    if spec == "tiny":
+        return ensure_tiny_policy(tiny_cache, log=log)
+    return model_directory(spec)
 
 
 def ensure_tiny_policy(cache_root: str | Path | None = None, recipe: TinyRecipe = TinyRecipe(),
@@ -92,7 +103,7 @@ def build_tiny_policy(out: Path, recipe: TinyRecipe, tasks_root: Path, log=print
     """Train tokenizer and model on the corpus and save both into `out`; returns the report."""
     import torch
 
-    from train.policy.corpus import build_examples
+    from train.tiny.corpus import build_examples
     from train.policy.tokenizer import train_tokenizer
 
     torch.manual_seed(recipe.seed)
