@@ -103,8 +103,6 @@ def plain_generate(model, prompts, new: int, **kwargs):
 
 
 def ours(model, prompts, new: int, static: bool, step_fn=None):
-    import torch
-
     from train.generate.base import SamplingConfig
     from train.generate.sampler import decode, make_batch
 

@@ -93,7 +93,7 @@ def main() -> None:
                 pool_k, pool_v = pools[layout]
 
                 def call():
-                    return paged_kernel.paged_decode(query, pool_k, pool_v, tables, lengths, width, bs, dim ** -0.5,
+                    return paged_kernel.paged_decode(query, pool_k, pool_v, tables, lengths, width, bs, dim ** -0.5,  # noqa: F821 - bound above; the del after the loop frees them
                                                      target=target, tile=tile, warps=warps, stages=stages,
                                                      split=split)
 

@@ -95,7 +95,6 @@ def run_ours(args, pairs, sets: dict | None = None) -> dict:
     import torch
 
     from train.rm.artifacts import Retention
-    from train.rm.publish import NullPublisher
     from train.rm.run import Clock, Context, RMOptions, apply_sets, soup_accumulate_export, train_member
     from train.rm.soup import RunningMean
 

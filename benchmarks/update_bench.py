@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
 PEAK_BF16 = 989e12
 QWEN3 = dict(head_dim=128, vocab_size=151936, rope_theta=1e6, max_position_embeddings=131072,
@@ -186,7 +186,7 @@ def attention_bench(tokens: int, heads: int = 32, kv_heads: int = 8, dim: int = 
                 seconds = (time.perf_counter() - t0) / 3
             rows.append({"attn_backend": label, "tokens": tokens, "fwd_bwd_s": round(seconds, 4),
                          "tflops": round(flops / seconds / 1e12, 1)})
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a backend this GPU lacks is a row, not the end
             rows.append({"attn_backend": label, "tokens": tokens, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -312,7 +312,7 @@ def measure(policy, optimizer, config, n_params, mode, tokens, variant, device, 
         runs = [step(policy, optimizer, tokens, config.vocab_size, variant) for _ in range(warmup + steps)]
     except torch.OutOfMemoryError:
         oom = True
-    except Exception as exc:  # one broken variant must not cost the other figures
+    except Exception as exc:  # noqa: BLE001 - one broken variant must not cost the other figures
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
     if error:
         optimizer.zero_grad(set_to_none=True)

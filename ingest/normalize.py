@@ -200,7 +200,6 @@ def _misfit(f: Field) -> str:
         return "false"
     if f.kind == "dict":
         known = ", ".join(f"'{k}'" for k, _ in f.parts)
-        parts = ", ".join(qi(col) for _, col in f.parts)
         subs = ", ".join(f"'{k}'" for k, _ in f.parts)
         return (f"({t} IS NOT NULL AND {t} <> 'NULL' AND ({t} <> 'OBJECT' OR "
                 f"len(list_filter(json_keys({j}), lambda k: k NOT IN ({known}))) > 0 OR "
@@ -339,7 +338,7 @@ def normalize(con, kind: str, optimistic: bool = True) -> None:
     try:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS {BAD_SELECT_OPTIMISTIC}")
         con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {select}")
-    except Exception as exc:  # noqa: BLE001 - an invalid line: validate every line, then type
+    except Exception as exc:  # an invalid line: validate every line, then type
         if "json" not in str(exc).lower():
             raise
         con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS {BAD_SELECT}")

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
-from train.generate.base import Capabilities, Completion, completion_from_tokens, plan_prompts
+from train.generate.base import Capabilities, completion_from_tokens, plan_prompts
 from train.learner import step_config
 from train.run import run
 from train.settings import RunOptions, coerce, parse_sets, resolve_settings

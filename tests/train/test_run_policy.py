@@ -126,7 +126,7 @@ def test_lora_wraps_every_linear_but_the_head(tiny_dir):
     trainable = [n for n, p in policy.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     assert policy.model.peft_config["default"].r == 8 and policy.model.peft_config["default"].lora_alpha == 16
-    assert linears == [] or all(any(n.startswith(w) for w in names) for w in linears)
+    assert linears == [] or all(any(n.startswith(w) for w in names) for n in linears)
 
 
 def test_lora_excludes_vision_modules(tiny_model):

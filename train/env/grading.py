@@ -220,7 +220,7 @@ def _run_grade_fn(grade_fn, sub, answers) -> float:
     """MLE-bench's own grader; its InvalidSubmissionError is an invalid submission here."""
     try:
         score = grade_fn(sub, answers)
-    except Exception as exc:  # noqa: BLE001 - mlebench.grade_helpers.InvalidSubmissionError and kin
+    except Exception as exc:  # mlebench.grade_helpers.InvalidSubmissionError and kin; the rest re-raised
         if type(exc).__name__ == "InvalidSubmissionError":
             raise InvalidSubmission(str(exc)) from None
         raise

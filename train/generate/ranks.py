@@ -87,7 +87,7 @@ class DealtBackend:
         held = None
         try:
             own = generate_share(self.team.rank, self.team.size, self.backend, call)
-        except Exception as exc:  # raised after the gather: the other ranks are in it
+        except Exception as exc:  # noqa: BLE001 - raised after the gather: the other ranks are in it
             own, held = Share(self.team.rank, []), exc
         shares = _gather(self.team, own)
         if held is not None:
@@ -128,7 +128,7 @@ def serve_generation(team, backend) -> None:
             raise RuntimeError(f"rank {team.rank}: expected a generation call from rank 0, got {message!r}")
         try:
             share = generate_share(team.rank, team.size, backend, message)
-        except Exception as exc:  # rank 0 raises it; its STOP then ends this rank
+        except Exception as exc:  # noqa: BLE001 - rank 0 raises it; its STOP then ends this rank
             print(f"Rank {team.rank}: generation failed ({type(exc).__name__}); rank 0 reports it.",
                   file=sys.stderr, flush=True)
             share = Share(team.rank, [], error=_portable(exc, team.rank), trace=traceback.format_exc())
