@@ -14,7 +14,7 @@ that node by node (id, status, reward, code) and prints it. Round 2 expands the 
 with the same draws, so from round 2 on the only difference is the weights.
 
 Every figure is read back FROM THE WAREHOUSE, not from the runs' output: the valid rate of a
-round is sum(valid) / sum(nodes) of the `task_round_metrics` view (METRICS.md: valid = status
+round is sum(valid) / sum(nodes) of the `task_round_metrics` view (docs/metrics.md: valid = status
 'ok'), the step's kl / entropy / loss / grad norm come from `step_metrics`, and the distinct
 drafts (scripts) per round from `node_payloads`. Printed: valid rate per round, learn against
 no-learn, mean and spread (sample standard deviation) over seeds; the gain (learn - no-learn)

@@ -1,1 +1,1 @@
-"""Read data roots (DATA.md) into the warehouse schema."""
+"""Read data roots (docs/data-roots.md) into the warehouse schema."""

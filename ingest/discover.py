@@ -1,4 +1,4 @@
-"""Walk a data root (DATA.md layout) into runs and the files to load, without reading them.
+"""Walk a data root (docs/data-roots.md layout) into runs and the files to load, without reading them.
 
 The walk has a fixed depth (root / run / round_<N> / file, and wandb_exports / <run> / file),
 so a symlink loop cannot recurse: it shows up as an unreadable entry and becomes a problem

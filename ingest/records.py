@@ -45,7 +45,7 @@ def load_task_round(con, *, run_id: str, round: int, task: str, records: list[di
 
     Writes sources, nodes, node_payloads, sibling_groups, task_rounds and rounds. `records`
     are node records in the seed schemas (A, B or C; unknown keys land in `extra`).
-    `summary`, when given, is the round summary (DATA.md fields) and is kept as a second
+    `summary`, when given, is the round summary (docs/data-roots.md fields) and is kept as a second
     source `<source_path>#summary`. Returns the number of records that landed.
     """
     raw = records_to_lines(records)

@@ -1,8 +1,8 @@
-"""Synthetic data roots in the documented shapes (DATA.md, seeds 000 and 002).
+"""Synthetic data roots in the documented shapes (docs/data-roots.md, seeds 000 and 002).
 
 `write_sample_root(out)` writes a small (a few MB, about a second) root that holds both styles
-and every edge case DATA.md lists, and that is CLEAN: it passes every invariant of
-METRICS.md, so tests of views and checks can plant their own violations in a copy.
+and every edge case docs/data-roots.md lists, and that is CLEAN: it passes every invariant of
+docs/metrics.md, so tests of views and checks can plant their own violations in a copy.
 The run ids are the real ones of seeds 000 and 002, so the shipped manifests cover them and
 `warehouse ingest OUT` needs no flags; `sample_manifest()` returns those entries.
 
@@ -453,7 +453,7 @@ def _finish_group(nodes: list[dict], schema: str) -> None:
 
 
 def _best(records: list[dict]) -> dict | None:
-    """The ok node with the highest oriented (ties: smallest id), as METRICS.md defines."""
+    """The ok node with the highest oriented (ties: smallest id), as docs/metrics.md defines."""
     ok = [r for r in records if r["status"] == "ok"]
     return min(ok, key=lambda r: (-r["oriented"], r["id"])) if ok else None
 

@@ -1,5 +1,5 @@
--- invariant_violations: one row per offending row and invariant (METRICS.md, "Invariant
--- checks" 1-9). Empty on clean data. The data-quality gate (`warehouse check`) reads the
+-- invariant_violations: one row per offending row and invariant (docs/metrics.md, "The
+-- invariants" 1-9). Empty on clean data. The data-quality gate (`warehouse check`) reads the
 -- cross-row checks (3, 7, 8) from this view and evaluates the row-level ones (1, 2, 4, 5, 6,
 -- 9) as native Great Expectations expectations; tests/warehouse/quality proves both agree.
 --
@@ -10,7 +10,7 @@
 --   task    : NULL for check 7
 --   node_id : the node's id; for check 3 the summary's best_node_id when that part fails
 --   detail  : what is wrong, then where: the file path and 1-based line (":0" = whole file)
--- Readings of METRICS.md: the "-0.2 exactly for idle kills" rule applies to nodes that are
+-- Readings of docs/metrics.md: the "-0.2 exactly for idle kills" rule applies to nodes that are
 -- not ok (an ok node's reward is in [0, 1] anyway); a run's lineage is the run and the runs
 -- it resumed from, transitively (a parent never lives in a later run); a summary's
 -- best_node_id is looked up in the same task across that lineage; "oriented = +/- test_metric"

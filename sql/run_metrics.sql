@@ -1,6 +1,6 @@
 -- run_metrics: one row per run (run_id), with its lineage.
 --
--- Run-level counts and rates of METRICS.md over every record of the run, the partial last
+-- Run-level counts and rates of docs/metrics.md over every record of the run, the partial last
 -- round included. Rates are NULL when their denominator is empty. Lineage columns come from
 -- the runs table (the data root's manifest) and run_lineage.
 CREATE OR REPLACE VIEW "run_metrics" AS

@@ -1,6 +1,6 @@
 -- task_round_metrics: one row per task-round (run_id, round, task).
 --
--- The per-task-round report metrics of METRICS.md, computed from the node records alone
+-- The per-task-round report metrics of docs/metrics.md, computed from the node records alone
 -- (plus the summary's presence and the run's arm for the response cap). Every rate has the
 -- node count as its denominator and is NULL, never 0, when the task-round holds no records.
 --

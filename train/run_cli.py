@@ -36,7 +36,7 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="Save a checkpoint every N steps (with --checkpoint-dir).")
 @click.option("--health-gate/--no-health-gate", default=True, show_default=True,
               help="After the first step, stop unless every task of the first round has an ok node "
-                   "with a reward in [0, 1] (METRICS.md health_gate_step1, read from the warehouse; "
+                   "with a reward in [0, 1] (health_gate_step1 in docs/metrics.md, read from the warehouse; "
                    "with --model tiny it only warns).")
 @click.option("--decision-steps", default="", metavar="9,16,30",
               help="Print the pre-registered decision rule's reading after these steps.")

@@ -1,7 +1,7 @@
 """The arm registry: one definition shared by the warehouse's `arms` table and the trainer.
 
 `warehouse init`/`upgrade` upserts these rows, so a changed arm ships with the package.
-Caps and settings are the ones DATA.md and the seeds give; a value the seeds do not state
+Caps and settings are the ones docs/data-roots.md and the seeds give; a value the seeds do not state
 is None (NULL), never a guess.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report metrics: read the views of `sql/` (METRICS.md names them), filtered by run and task.
+"""The report metrics: read the views of `sql/` (docs/metrics.md names them), filtered by run and task.
 
 The views are the definitions; this module only selects from them with bound parameters, in
 each view's key order, so the CLI, notebooks and the report read the same numbers.
@@ -8,7 +8,7 @@ from __future__ import annotations
 from warehouse.errors import TerminalError
 from warehouse.query import Result
 
-#: The report views and their keys (the ORDER BY of `metrics`), as METRICS.md lists them.
+#: The report views and their keys (the ORDER BY of `metrics`), as docs/metrics.md lists them.
 VIEW_KEYS: dict[str, tuple[str, ...]] = {
     "task_round_metrics": ("run_id", "round", "task"),
     "round_metrics": ("run_id", "round"),

@@ -28,7 +28,7 @@ from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at imp
 @click.pass_obj
 def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str,
             columns: str | None, all_columns: bool) -> None:
-    """Print a report metric view (METRICS.md), optionally for one run and/or task.
+    """Print a report metric view (docs/metrics.md), optionally for one run and/or task.
 
     The default view is task_round_metrics, one row per (run, round, task); --task
     applies to the views with a task column. The table shows each view's key columns, one

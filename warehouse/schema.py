@@ -11,7 +11,7 @@ Design notes
   trainer get a `sources` row too (kind `train_round`), so lineage works the same way.
 * Row identity is `(source_id, line_no)`, not the record's own id: a data root can hold
   duplicate node ids or repeated timing steps, and the warehouse must keep them so the
-  invariant checks can report them (METRICS.md: ingest never drops a row silently).
+  invariant checks can report them (docs/metrics.md: ingest never drops a row silently).
 * The heavy per-node payloads (prompt, completion, thinking, code, token ids, logprobs) live
   in `node_payloads`, joined by `(source_id, line_no)`, so analytic scans of `nodes` stay
   fast. The lengths the metrics need (`n_response_tokens`, `code_chars`, ...) are kept on

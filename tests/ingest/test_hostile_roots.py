@@ -1,7 +1,7 @@
 """Hostile data roots: entries that are not what their names say are skipped and reported
 (a warning and an ingest_errors row each), and a valid line far larger than the seeds' lands.
 
-One root in the DATA.md layout, ingested once:
+One root in the docs/data-roots.md layout, ingested once:
 - `round_1/b__1.jsonl` is a symlink to `round_1/a__1.jsonl`: a second name for one file;
 - `round_x/` looks like a round directory but is not numbered;
 - `round_1/up` and `round_1/here` are directory links back to the run and to the round;

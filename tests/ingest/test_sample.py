@@ -1,4 +1,4 @@
-"""The sample root is in the documented shapes and passes every METRICS.md invariant.
+"""The sample root is in the documented shapes and passes every docs/metrics.md invariant.
 
 The checks here re-read the files with plain `json`, independently of the ingest code.
 """

@@ -1,7 +1,7 @@
-"""METRICS.md recomputed in plain Python straight from a data root's FILES (not the warehouse).
+"""docs/metrics.md recomputed in plain Python straight from a data root's FILES (not the warehouse).
 
 The independent side of the view acceptance test: it parses the jsonl, summary and timing
-files itself and applies METRICS.md as written, plus the documented decisions of the views
+files itself and applies docs/metrics.md as written, plus the documented decisions of the views
 (0-record task-rounds: counts 0, rates NULL; duplicate timing rows: the last one shown;
 first round = the lowest round with a node or summary file). Run metadata (arm, resume
 links) is config, read from the manifests like ingest does; caps from the arm registry.

@@ -1,7 +1,7 @@
 """Acceptance: every metric view equals a plain-Python recomputation from the root's files.
 
-The root is the ingest sample (both seed styles, every DATA.md edge case) plus the hand-made
-runs of tests/sql/cases (ties in `oriented`, task-rounds with no ok node, a summary without
+The root is the ingest sample (both seed styles, every edge case of docs/data-roots.md) plus the
+hand-made runs of tests/sql/cases (ties in `oriented`, task-rounds with no ok node, a summary without
 records, an empty stub jsonl, a duplicated timing step, an unknown arm's NULL cap, a resumed
 run whose parents live in the run it resumed from). `oracle.py` parses the files itself; the
 warehouse side goes through ingest (`ingest_roots`, what `warehouse ingest` calls).

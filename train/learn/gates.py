@@ -1,4 +1,4 @@
-"""The run's gates, read from the warehouse (METRICS.md), not from the trainer's memory.
+"""The run's gates, read from the warehouse (docs/metrics.md), not from the trainer's memory.
 
 * Health gate (after step 1): every task of the run's first round has >= 1 ok node AND every
   ok node's reward is in [0, 1] -- `run_metrics.health_gate_step1`. Failing it stops the run

@@ -79,7 +79,7 @@ def _mark_group_best(records: list[dict]) -> None:
 def task_round_summary(task: str, round: int, records: list[dict], *, model: str, expansions: int,
                        buffer_nodes: int, gen_llm_seconds: float, gen_exec_seconds: float,
                        rollout_file: str, workspace: str) -> dict:
-    """The harness's per-task round summary (DATA.md "Round summary fields")."""
+    """The harness's per-task round summary (docs/data-roots.md, "Round summaries")."""
     best = best_node(records)
     return {
         "exp_id": task, "round": round, "model": model, "exec_backend": "local", "adapter_path": "",
@@ -93,7 +93,7 @@ def task_round_summary(task: str, round: int, records: list[dict], *, model: str
 
 
 def best_node(records: list[dict]) -> dict | None:
-    """The ok node with the highest `oriented` (ties: smallest id), as METRICS.md recounts it."""
+    """The ok node with the highest `oriented` (ties: smallest id), as docs/metrics.md recounts it."""
     ok = [r for r in records if r["status"] == "ok" and r.get("oriented") is not None]
     return min(ok, key=lambda r: (-r["oriented"], r["id"])) if ok else None
 

@@ -1,6 +1,6 @@
-"""The data-quality gate: METRICS.md's nine invariants as Great Expectations suites.
+"""The data-quality gate: docs/metrics.md's nine invariants as Great Expectations suites.
 
-* `invariants`: the nine invariants, numbered as METRICS.md numbers them.
+* `invariants`: the nine invariants, numbered as docs/metrics.md numbers them.
 * `suites`: the expectation suites, kept as code, one per table family.
 * `frames`: the lean DataFrames the suites validate, produced by DuckDB.
 * `runner`: `run_checks(url, ...)` runs the suites and returns a `CheckReport`.

@@ -17,7 +17,7 @@ from warehouse.quality.suites import SUITES
               help="Also write Great Expectations Data Docs (HTML) into DIR.")
 @click.pass_obj
 def check(obj: dict, run: str | None, suite: str | None, fmt: str, docs_dir: str | None) -> None:
-    """Run the data-quality gate: METRICS.md's invariants 1-9 as Great Expectations suites.
+    """Run the data-quality gate: docs/metrics.md's invariants 1-9 as Great Expectations suites.
 
     Prints each expectation with pass/fail, its offending row count and up to five examples
     (run, round, task, node id). Exits 1 when any expectation fails.

@@ -9,7 +9,7 @@
 The last three are cross-row (a recount, a walk of runs.resumed_from_run, file order), so
 DuckDB computes their offending rows in the `invariant_violations` view and the suite
 expects that view to hold no row of that check: the SQL view and the gate agree by
-construction. Every expectation carries `meta.check_no`, METRICS.md's number.
+construction. Every expectation carries `meta.check_no`, docs/metrics.md's number.
 
 Row conditions use GE's typed `Column` conditions, evaluated by pandas: a NULL compared
 with `!=` or `not in` is True there, so a NULL status counts as "not ok", a NULL mode as
