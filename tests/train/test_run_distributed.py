@@ -161,14 +161,14 @@ def test_one_rank_team_passes_messages_through_without_torch_distributed():
     assert Stop(INTERRUPTED) == Stop(130)
 
 
-def test_vllm_with_several_ranks_is_refused_before_any_work():
-    from train.factories import check_backend
-    from train.settings import RunOptions
+def test_vllm_with_several_ranks_is_refused_before_any_work_and_auto_takes_hf():
+    from train.generate.choice import choose_backend
 
-    check_backend(RunOptions(backend="vllm"), Team(rank=0, size=1, sharded=True))  # one rank: allowed
-    check_backend(RunOptions(backend="hf"), Team(rank=1, size=2, sharded=True))
+    assert choose_backend("vllm", "cpu", 1).name == "vllm"  # one rank: allowed
+    assert choose_backend("hf", "cpu", 2).name == "hf"
     with pytest.raises(TerminalError, match="--backend vllm with 2 ranks.*--backend hf"):
-        check_backend(RunOptions(backend="vllm"), Team(rank=1, size=2, sharded=True))
+        choose_backend("vllm", "cuda", 2)
+    assert choose_backend("auto", "cuda", 2).name == "hf"  # vLLM cannot take a torchrun world
 
 
 def test_nproc_below_one_is_a_usage_error(db_url, model_dir, tmp_path):

@@ -87,12 +87,18 @@ class Capabilities:
     - `ranks`: `generate(..., indices=[...])` generates only those requests of the call, in that
       order, each row with the noise it has in the whole call, so several ranks each generating
       a share yield one process's tokens (train.generate.ranks).
+    - `weight_load`: `load_weights(model)` loads the trained policy's weights, every LoRA delta
+      merged in, into the backend's own copy in place (vLLM's merged sync).
+    - `sleep`: `sleep()` frees the backend's device memory until its next call or weight load
+      (vLLM's sleep mode), so the GRPO step has the GPU.
     """
 
     adapter_swap: bool = False
     logprobs: bool = False
     streaming: bool = False
     ranks: bool = False
+    weight_load: bool = False
+    sleep: bool = False
 
 
 class Backend(Protocol):

@@ -5,7 +5,7 @@ import json
 import sys
 import types
 
-from train.generate.base import Completion, GenRequest, SamplingConfig
+from train.generate.base import Capabilities, Completion, GenRequest, SamplingConfig
 from train.rollout.records import best_node, node_records, prompt_error_record, task_round_summary
 from train.rollout.render import render_tree
 from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
@@ -63,20 +63,51 @@ def test_tree_render_lists_every_node_and_the_best():
     assert text.count("improve") == 2 and f"best={recs[0]['id']}" in text and "nodes=2 sibling_groups=1" in text
 
 
-def _fake_vllm(monkeypatch):
+def _fake_vllm(monkeypatch, finish_order=None):
     """A stand-in for the vllm package recording how it is called (the real one runs in its own
-    venv: test_vllm_cpu.py)."""
-    made = {}
+    venv: test_vllm_cpu.py): requests are queued by `enqueue` and end one per engine step, in
+    `finish_order` (default: queue order), as vLLM's engine hands finished requests out."""
+    made = {"calls": []}
+
+    class Engine:
+        def __init__(self):
+            self.queue, self.added = [], []
+
+        def add_request(self, rid, prompt, params, lora_request=None):
+            made.setdefault("generate", ([], [], lora_request))
+            made["generate"][0].append(prompt)
+            made["generate"][1].append(params)
+            self.added.append((rid, params))
+            if len(self.added) == made["expected"]:  # the call's last request: the engine runs
+                order = finish_order or range(len(self.added))
+                self.queue = [self.added[k] for k in order]
+                self.added = []
+
+        def has_unfinished_requests(self):
+            return bool(self.queue)
+
+        def step(self):
+            if not self.queue:
+                return []
+            rid, params = self.queue.pop(0)
+            sample = types.SimpleNamespace(token_ids=[5, 7], logprobs=[{5: types.SimpleNamespace(logprob=-0.25)},
+                                                                       {7: types.SimpleNamespace(logprob=-1.5)}])
+            made["calls"].append(("step", rid))
+            return [types.SimpleNamespace(request_id=rid, finished=True, outputs=[sample] * params.n)]
+
+        def abort_request(self, ids, internal=False):
+            made["aborted"] = list(ids)
 
     class LLM:
         def __init__(self, **kwargs):
             made["llm"] = kwargs
+            self.llm_engine = Engine()
 
-        def generate(self, prompts, params, lora_request=None, use_tqdm=True):
-            made["generate"] = (prompts, params, lora_request)
-            sample = types.SimpleNamespace(token_ids=[5, 7], logprobs=[{5: types.SimpleNamespace(logprob=-0.25)},
-                                                                       {7: types.SimpleNamespace(logprob=-1.5)}])
-            return [types.SimpleNamespace(outputs=[sample] * p.n) for p in params]
+        def collective_rpc(self, method, kwargs=None):
+            made["calls"].append((method, list(kwargs["weights_iterator"])))
+
+        def reset_prefix_cache(self):
+            made["calls"].append(("reset_prefix_cache",))
 
     class SamplingParams:
         def __init__(self, **kwargs):
@@ -88,11 +119,15 @@ def _fake_vllm(monkeypatch):
 
     vllm = types.ModuleType("vllm")
     vllm.LLM, vllm.SamplingParams = LLM, SamplingParams
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.RequestOutputKind = types.SimpleNamespace(FINAL_ONLY="final_only")
     lora = types.ModuleType("vllm.lora")
     request = types.ModuleType("vllm.lora.request")
     request.LoRARequest = LoRARequest
-    for name, module in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request)):
+    for name, module in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request),
+                         ("vllm.sampling_params", sampling)):
         monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     return made
 
 
@@ -101,16 +136,97 @@ def test_vllm_backend_uses_rank_32_lora_fresh_ids_and_returns_logprobs(monkeypat
 
     made = _fake_vllm(monkeypatch)
     backend = VLLMBackend("/models/x", tiny_tokenizer, gpu_memory_utilization=0.6, max_model_len=36864,
-                          tensor_parallel_size=2)
+                          tensor_parallel_size=2, weight_sync="lora")
     assert made["llm"]["enable_lora"] is True and made["llm"]["max_lora_rank"] == 32
     assert made["llm"]["tensor_parallel_size"] == 2
+    assert backend.capabilities == Capabilities(adapter_swap=True, logprobs=True, streaming=True)
     first, second = backend.set_adapter("/ckpt/1"), backend.set_adapter("/ckpt/2")
     assert second > first and backend.lora_request.lora_int_id == second
+    made["expected"] = 1
     out = backend.generate([GenRequest(messages("hi"), 3)], SamplingConfig(max_new_tokens=9, total_cap=36864))
     params = made["generate"][1][0]
+    assert params.output_kind == "final_only"  # only finished outputs come back
     assert params.n == 3 and params.max_tokens == 9 and params.logprobs == 0 and params.top_k == -1
+    assert params.detokenize is False  # ids only: the backend decodes once itself
     assert [c.response_logprobs for c in out[0]] == [[-0.25, -1.5]] * 3
     assert made["generate"][2] is backend.lora_request
+
+
+def test_vllm_backend_hands_each_group_out_as_it_ends_and_returns_them_in_order(monkeypatch, tiny_tokenizer,
+                                                                               messages):
+    from train.generate.vllm_backend import VLLMBackend
+
+    made = _fake_vllm(monkeypatch, finish_order=[2, 0, 1])
+    backend = VLLMBackend("/models/x", tiny_tokenizer, max_model_len=36864)
+    seen = []
+    requests = [GenRequest(messages(text), n) for text, n in (("a", 1), ("b", 2), ("c", 3))]
+    made["expected"] = 3
+    out = backend.generate(requests, SamplingConfig(max_new_tokens=9, total_cap=36864),
+                           on_request=lambda i, completions: seen.append((i, len(completions),
+                                                                          len(made["calls"]))))
+    assert [(i, n) for i, n, _ in seen] == [(2, 3), (0, 1), (1, 2)]  # as the engine ended them
+    assert [steps for _, _, steps in seen] == [1, 2, 3]  # each before the next engine step
+    assert [len(c) for c in out] == [1, 2, 3]  # the returned lists keep the request order
+    assert made["llm"].get("enable_lora") is None and "aborted" not in made
+    assert backend.capabilities == Capabilities(weight_load=True, logprobs=True, streaming=True)  # merged, awake
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in __import__("os").environ  # set only while the engine starts
+
+
+def test_vllm_backend_aborts_what_is_left_when_the_caller_fails(monkeypatch, tiny_tokenizer, messages):
+    from train.generate.vllm_backend import VLLMBackend
+
+    made = _fake_vllm(monkeypatch)
+    backend = VLLMBackend("/models/x", tiny_tokenizer, max_model_len=36864)
+
+    def fail(i, completions):
+        raise KeyboardInterrupt
+
+    requests = [GenRequest(messages(text), 1) for text in ("a", "b", "c")]
+    made["expected"] = 3
+    try:
+        backend.generate(requests, SamplingConfig(max_new_tokens=9, total_cap=36864), on_request=fail)
+    except KeyboardInterrupt:
+        pass
+    assert len(made["aborted"]) == 2  # the engine is left empty for the next call
+
+
+def test_merged_weights_add_each_adapters_delta_under_the_base_names(monkeypatch, tiny_tokenizer):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from train.generate.vllm_backend import VLLMBackend, merged_weights
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 3, bias=True)
+            self.norm = torch.nn.LayerNorm(3)
+
+    torch.manual_seed(0)
+    net = Net()
+    base = {k: v.clone() for k, v in net.state_dict().items()}
+    model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_()
+    merged = dict(merged_weights(model))
+    assert set(merged) == {"proj.weight", "proj.bias", "norm.weight", "norm.bias"}
+    layer = model.base_model.model.proj
+    expected = base["proj.weight"] + (layer.lora_B["default"].weight @ layer.lora_A["default"].weight) * 2.0
+    assert torch.allclose(merged["proj.weight"], expected, atol=1e-6)
+    assert not torch.equal(merged["proj.weight"], base["proj.weight"])
+    assert torch.equal(layer.base_layer.weight, base["proj.weight"])  # the base itself is left as it was
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        assert torch.allclose(layer(x), x @ merged["proj.weight"].T + merged["proj.bias"],
+                              atol=1e-5)
+    made = _fake_vllm(monkeypatch)
+    backend = VLLMBackend("/models/x", tiny_tokenizer, max_model_len=36864)
+    backend.load_weights(model)
+    method, weights = made["calls"][0]
+    assert method == "reload_weights" and dict(weights).keys() == merged.keys()
+    assert made["calls"][-1] == ("reset_prefix_cache",)  # cached blocks hold the old weights' keys
 
 
 def _model_dir(tmp_path, config: dict):
@@ -141,6 +257,7 @@ def test_vllm_backend_bounds_the_engine_and_the_prompts_by_the_model(monkeypatch
     assert made["llm"]["dtype"] == "float32" and made["llm"]["enforce_eager"] is True
     assert "gpu_memory_utilization" not in made["llm"]  # on CPU it would reserve RAM: a fixed KV size instead
     long_prompt = messages("word " * 60)
+    made["expected"] = 1
     out = backend.generate([GenRequest(long_prompt, 2), GenRequest(messages("hi"), 1)],
                            SamplingConfig(max_new_tokens=100, total_cap=36864))
     assert [c.error is not None and "40" in c.error for c in out[0]] == [True, True]  # the node's error, not vLLM's

