@@ -322,7 +322,7 @@ def random_adapter(model_dir: str, target: str) -> str:
 
     if (Path(target) / "adapter_config.json").is_file():
         return target
-    from train.learn.lora import add_lora
+    from train.policy.lora import add_lora
 
     model = add_lora(load_saved(model_dir, "cpu").to(torch.bfloat16), 32, 32)
     torch.manual_seed(1)

@@ -282,6 +282,11 @@ class VLLMBackend:
         explicitly: vLLM's workers would map an already woken allocation again."""
         tags = [t for t in (tags or self.asleep) if t in self.asleep]
         if tags:
+            import torch
+
+            # the step's activations went back to PyTorch's cache, not to the device: hand them
+            # back, or the engine cannot map its memory again (a step that kept layers filled it)
+            torch.cuda.empty_cache()
             self.llm.wake_up(tags=tags)
             self.asleep = [t for t in self.asleep if t not in tags]
 
