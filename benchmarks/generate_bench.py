@@ -1,53 +1,33 @@
-"""Generation throughput: our transformers backend vs plain `model.generate`, same run, same GPU.
+"""Generation on a round's shape: vLLM (the GPU default) against our paged generator, same GPU.
 
-A randomly initialised Qwen3-like model (default: the Qwen3-1.7B shape, ~1.7B parameters,
-bf16), a batch of random 1024-token prompts, a fixed number of new tokens (EOS never stops a
-row, so every method generates exactly batch x new_tokens tokens). Methods:
-
-- `generate_sample`: plain `model.generate(do_sample=True)` with its default settings;
-- `ours_static_compiled`: train.generate's decode loop, static KV cache, decode step compiled
-  with torch.compile(mode="reduce-overhead") (CUDA graphs), decode attention from
-  train.generate.attention (`--decode-kernel`); timed after one warm-up call that pays for
-  compilation and graph capture (reported separately);
-- `ours_prefill`: the prompt forward and one token alone (how much of a call is prefill);
-- `ours_dynamic`: the same loop with the dynamic cache and no compilation (CPU's path).
-
-`--new` takes a comma list (e.g. 256,1024): every method runs at each response length, so
-each of ours' figures has plain generate's at the same shape beside it. Keys are
-`<method>@<new>`. `logprob_check@<new>` compares ours' returned logprobs for a few rows with
-one uncached forward over prompt + response (a wrong KV cache shows up as large differences).
-
-tokens/s = generated tokens / wall seconds of the call, prefill included.
-
-    PYTHONPATH=. python3 benchmarks/generate_bench.py --batch 64 --prompt 1024 --new 256,1024 --out results.json
-
-`--workload arm_mix`: a round as the arms run it. 64 rows = 4 tasks x 16 siblings sharing 4
-prompts of 1,000 to 12,000 tokens; completion lengths drawn lognormal (median 3,000, sigma set
-so that 10% reach the cap), clipped to the cap, and FORCED (no EOS; each row stops at its drawn
-length), so every method generates exactly the same tokens. At each cap of `--caps`:
+The arm mix is a round as the arms run it: 64 rows = 4 tasks x 16 siblings sharing 4 prompts of
+1,000 to 12,000 tokens (a randomly initialised Qwen3-1.7B or Qwen3-8B shape, `--vocab`), each
+row's completion length drawn lognormal (median 3,000, sigma set so that 10% reach the cap),
+clipped to the cap and FORCED (no EOS; each row stops at its drawn length), so every method
+generates exactly the same tokens. Methods, at each cap of `--caps`:
 - `paged`: the hf backend's paged KV cache + continuous batching (train.generate.paged), the
-  pool sized by `--gpu-memory-utilization`;
-- `static`: the previous path, one left-padded batch over a static cache of rows x (prompt +
-  cap), compiled decode step (CUDA graphs); OOM is reported as such; the first call at a shape
-  pays its compilation and graph capture;
-- `static_warm`: the static path again at the same shape (after `static`): its steady state;
-- `generate_batch`: transformers' own continuous batching (`paged|sdpa`), per-row lengths
-  forced by its max_new_tokens per request where supported;
+  pool sized by `--gpu-memory-utilization`; its logprobs are checked against one uncached
+  forward over a few rows (a wrong cache shows);
 - `vllm`: vLLM's engine as `train run` starts it (train.generate.vllm_backend: in this process,
   prefix caching, bf16, the same `gpu_memory_utilization`), one request per row with its forced
-  length (`min_tokens = max_tokens`, EOS ignored), so it generates exactly the same tokens;
+  length (`min_tokens = max_tokens`, EOS ignored);
 - `vllm_lora`: the same engine with LoRA enabled and a rank-32 all-linear adapter (random B)
   served on every row: what each decode step costs when the policy is served as an adapter
-  (`--set vllm_weight_sync=lora`) instead of merged weights.
-With `--methods` naming several, each method runs in a process of its own (one GPU, one method
-at a time: vLLM holds its memory until its process ends), all loading the same saved random
-model (`--model-dir`, built once), and the results are merged into one JSON.
-Each reports tokens/s, peak GPU memory, and the memory-bandwidth bound of the mix: per decode
-step, the weight bytes plus the live KV bytes of every running row (prompt + tokens so far),
-summed over the steps of the ideal schedule (every row from step 0), at `--bandwidth` bytes/s.
+  (`--set vllm_weight_sync=lora`) instead of merged weights;
+- `generate_batch`: transformers' own continuous batching (`paged|sdpa`).
+Each method runs in a process of its own (one GPU, one method at a time: vLLM holds its memory
+until its process ends), all loading the same saved random model (`--model-dir`, built once),
+and the results are merged into one JSON. Each reports tokens/s (generated tokens / wall seconds
+of the call, prefill included) and its share of the memory-bandwidth bound of the mix: per
+decode step, the weight bytes plus the live KV bytes of every running row (prompt + tokens so
+far), summed over the steps of the ideal schedule (every row from step 0), at `--bandwidth`
+bytes/s; `vllm_over_paged@CAP` and `lora_decode_cost@CAP` are the ratios in the same call.
 
-    PYTHONPATH=. python3 benchmarks/generate_bench.py --workload arm_mix --size 1.7b --vocab 2048 \
+    PYTHONPATH=. python3 benchmarks/generate_bench.py --size 1.7b --vocab 2048 \
         --caps 4096,24576,32768 --methods paged,vllm,vllm_lora --out arm_mix.json
+
+(The static path, one left-padded batch over a compiled static cache, was removed after it lost
+to the paged path by 8x or more and to vLLM everywhere; its figures stay in RESULTS.md.)
 """
 from __future__ import annotations
 
@@ -102,66 +82,14 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def plain_generate(model, prompts, new: int, **kwargs):
-    import torch
-
-    mask = torch.ones_like(prompts)
-    with torch.inference_mode():
-        return model.generate(input_ids=prompts, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                              do_sample=True, **kwargs)
-
-
-def ours(model, prompts, new: int, static: bool, step_fn=None):
-    from train.generate.base import SamplingConfig
-    from train.generate.sampler import decode, make_batch
-
-    rows = prompts.tolist()
-    batch = make_batch(rows, [new] * len(rows), pad_id=0, device=prompts.device)
-    from train.generate.sampler import row_keys
-
-    ids, lps = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=new),
-                      keys=row_keys(0, range(len(rows)), prompts.device), static=static, step_fn=step_fn)
-    assert all(len(r) == new for r in ids), "every row must generate exactly `new` tokens"
-    return ids, lps
-
-
-def logprob_check(model, prompts, ids, lps, rows: int = 4) -> dict:
-    """|ours' logprob - an uncached forward's| over the responses of the first `rows` rows."""
-    import torch
-
-    diffs = []
-    with torch.inference_mode():
-        for row in range(min(rows, len(ids))):
-            seq = torch.cat([prompts[row], torch.tensor(ids[row], device=prompts.device)])[None]
-            logits = model(input_ids=seq).logits[0, prompts.shape[1] - 1:-1].float()  # (T, V)
-            full = torch.log_softmax(logits, -1).gather(-1, seq[0, prompts.shape[1]:, None])[:, 0]
-            diffs.append((full - torch.tensor(lps[row], device=full.device)).abs())
-    diffs = torch.cat(diffs)
-    return {"mean_abs": round(diffs.mean().item(), 4), "max_abs": round(diffs.max().item(), 4)}
-
-
-def measure(name: str, fn, tokens: int, results: dict, warmup: bool = False) -> None:
+def measure(name: str, fn, tokens: int, results: dict) -> None:
     try:
-        if warmup:
-            results[f"{name}_first_call_s"] = round(timed(fn), 2)
         seconds = timed(fn)
         results[name] = {"seconds": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 1)}
     except Exception as exc:  # noqa: BLE001 - a benchmark reports every method it can
         results[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         traceback.print_exc()
     print(name, results[name], flush=True)
-
-
-def use_decode_kernel(kernel: str) -> None:
-    import contextlib
-
-    import train.generate.sampler as sampler
-    from train.generate.attention import set_decode_kernel
-
-    if kernel == "repeat":  # leave the model on transformers' attention during decode
-        sampler.decode_attention = lambda model: contextlib.nullcontext()
-    else:
-        set_decode_kernel(kernel)
 
 
 # --- the arm mix ---------------------------------------------------------------------------
@@ -228,21 +156,6 @@ def paged_run(model, prompts, lengths, utilization: float, out: dict, lookahead:
                              progress=progress)
     assert [len(t) for t, _ in got] == list(lengths), "every row must generate exactly its forced length"
     out.update(kv_blocks=blocks, preemptions=generator.preemptions, result=got)
-
-
-def static_run(model, prompts, lengths, step_fn):
-    import torch
-
-    from train.generate.base import SamplingConfig
-    from train.generate.sampler import decode, make_batch, row_keys
-
-    device = next(model.parameters()).device
-    batch = make_batch(prompts, list(lengths), pad_id=0, device=device)
-    ids, _ = decode(model, batch, eos_ids=[-1], pad_id=0, sampling=SamplingConfig(max_new_tokens=max(lengths)),
-                    keys=row_keys(0, range(len(prompts)), device), static=True, step_fn=step_fn)
-    assert [len(r) for r in ids] == list(lengths)
-    del batch
-    torch.cuda.empty_cache()
 
 
 def generate_batch_run(model, prompts, lengths):
@@ -402,7 +315,7 @@ def spawn_methods(args, results: dict) -> None:
     for method in args.methods.split(","):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
             part = tmp.name
-        command = [sys.executable, __file__, "--workload", "arm_mix", "--size", args.size, "--vocab", str(args.vocab),
+        command = [sys.executable, __file__, "--size", args.size, "--vocab", str(args.vocab),
                    "--caps", args.caps, "--methods", method, "--gpu-memory-utilization", str(args.gpu_memory_utilization),
                    "--bandwidth", str(args.bandwidth), "--model-dir", args.model_dir, "--child", "--out", part]
         if args.lookahead is not None:
@@ -452,120 +365,68 @@ def mix_and_bounds(args, results: dict) -> None:
 
 
 def run_arm_mix(args, results: dict) -> None:
-    import torch
-
+    """The parent: the mix and its bounds, then each method in its own process. A child: one
+    method at every cap."""
     if not args.child:
         mix_and_bounds(args, results)
         return spawn_methods(args, results)
     if args.methods in ("vllm", "vllm_lora"):
         return run_vllm_method(args, results, args.methods)
+    run_torch_method(args, results, args.methods)
+
+
+def run_torch_method(args, results: dict, method: str) -> None:
+    """`paged` or `generate_batch` at every cap, on the saved model, in this process."""
+    import torch
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    caps = [int(c) for c in args.caps.split(",")]
     model = load_saved(args.model_dir, device)
-    results["params_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 3)
-    methods = args.methods.split(",")
-    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
-    for cap in caps:
+    for cap in [int(c) for c in args.caps.split(",")]:
         prompts, lengths = arm_mix(cap, vocab=args.vocab)
-        at = f"@{cap}"
-        tokens = sum(lengths)
-        results["mix" + at] = {"rows": len(prompts), "prompt_tokens": sorted({len(p) for p in prompts}),
-                               "generated_tokens": tokens, "median_length": sorted(lengths)[len(lengths) // 2],
-                               "at_cap": sum(n == cap for n in lengths), "longest": max(lengths)}
-        bound = bandwidth_bound(model, prompts, lengths, args.bandwidth)
-        results["bound" + at] = bound
-        print("mix" + at, results["mix" + at], "bound", bound, flush=True)
-        if args.out:  # what is measured so far, in case a later cap runs out of time
+        if device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        info: dict = {}
+        fn = {"paged": lambda: paged_run(model, prompts, lengths, args.gpu_memory_utilization, info, args.lookahead),
+              "generate_batch": lambda: generate_batch_run(model, prompts, lengths)}[method]
+        measure(f"{method}@{cap}", fn, sum(lengths), results)
+        entry = results[f"{method}@{cap}"]
+        if device == "cuda":
+            entry["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        entry.update({k: v for k, v in info.items() if k != "result"})
+        print(f"{method}@{cap}", entry, flush=True)
+        if "result" in info:  # the paged path's logprobs against one uncached forward (a wrong cache shows)
+            results[f"paged_logprob_check@{cap}"] = paged_logprob_check(model, prompts, info.pop("result"))
+            print(f"paged_logprob_check@{cap}", results[f"paged_logprob_check@{cap}"], flush=True)
+        if args.out:
             with open(args.out, "w") as fh:
                 json.dump(results, fh, indent=1)
-        for method in methods:
-            torch.cuda.empty_cache() if device == "cuda" else None
-            torch.cuda.reset_peak_memory_stats() if device == "cuda" else None
-            info: dict = {}
-            fn = {"paged": lambda: paged_run(model, prompts, lengths, args.gpu_memory_utilization, info,
-                                             args.lookahead),
-                  "static": lambda: static_run(model, prompts, lengths, step),
-                  "static_warm": lambda: static_run(model, prompts, lengths, step),
-                  "generate_batch": lambda: generate_batch_run(model, prompts, lengths)}[method]
-            measure(method + at, fn, tokens, results)
-            entry = results[method + at]
-            if device == "cuda":
-                entry["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
-            if "tokens_per_s" in entry:
-                entry["of_bound"] = round(entry["tokens_per_s"] / bound["tokens_per_s"], 3)
-            entry.update({k: v for k, v in info.items() if k != "result"})
-            print(method + at, entry, flush=True)
-            if "result" in info:  # the paged path's logprobs against one uncached forward (a wrong cache shows)
-                results["paged_logprob_check" + at] = paged_logprob_check(model, prompts, info.pop("result"))
-                print("paged_logprob_check" + at, results["paged_logprob_check" + at], flush=True)
-            if args.out:
-                with open(args.out, "w") as fh:
-                    json.dump(results, fh, indent=1)
 
 
 def main() -> None:
     import torch
+    import transformers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", default="fixed", choices=["fixed", "arm_mix"],
-                        help="fixed: every row the same prompt and new-token count (the old figures); arm_mix: "
-                             "a round's shape (see above)")
-    parser.add_argument("--size", default="1.7b", choices=["1.7b", "8b", "tiny"])
-    parser.add_argument("--vocab", type=int, default=151936)
-    parser.add_argument("--caps", default="24576", help="arm_mix: response caps, a comma list")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.6, help="arm_mix: the paged pool's share")
+    parser.add_argument("--size", default="1.7b", choices=["1.7b", "8b", "tiny"], help="tiny: a CPU smoke run")
+    parser.add_argument("--vocab", type=int, default=2048)
+    parser.add_argument("--caps", default="24576", help="response caps, a comma list")
+    parser.add_argument("--methods", default="paged,vllm",
+                        help="a comma list of paged, vllm, vllm_lora, generate_batch, each in its own process")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.6,
+                        help="the paged pool's and vLLM's share of the GPU")
     parser.add_argument("--lookahead", type=int, default=None,
-                        help="arm_mix: paged decode steps per host sync (default: train.generate.paged.LOOKAHEAD on GPU)")
-    parser.add_argument("--bandwidth", type=float, default=4.8e12, help="arm_mix: bytes/s for the bound (H200)")
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--prompt", type=int, default=1024)
-    parser.add_argument("--new", default="256", help="new tokens per row; a comma list runs each")
-    parser.add_argument("--methods", default="generate_sample,ours_static_compiled,ours_prefill,ours_dynamic")
-    parser.add_argument("--decode-kernel", default="matmul", choices=["matmul", "sdpa", "repeat"],
-                        help="ours' decode attention: train.generate.attention's grouped-query kernels, or "
-                             "'repeat' = transformers' own SDPA path (K/V repeated per query head; before run 3)")
+                        help="paged decode steps per host sync (default: train.generate.paged.LOOKAHEAD on GPU)")
+    parser.add_argument("--bandwidth", type=float, default=4.8e12, help="bytes/s for the bound (H200)")
     parser.add_argument("--model-dir", default=None,
-                        help="arm_mix: where the random model is saved (default /tmp/generate_bench_<size>_<vocab>)")
+                        help="where the random model is saved (default /tmp/generate_bench_<size>_<vocab>)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one method, started by the parent
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    use_decode_kernel(args.decode_kernel)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.workload == "arm_mix":
-        import transformers
-
-        results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-                   "transformers": transformers.__version__, **vars(args)}
-        run_arm_mix(args, results)
-        print(json.dumps(results, indent=1))
-        if args.out:
-            with open(args.out, "w") as fh:
-                json.dump(results, fh, indent=1)
-        return
-    model = build_model(args.size, device, args.vocab)
-    prompts = torch.randint(100, 150000 if args.size == "1.7b" else 1000, (args.batch, args.prompt), device=device)
     results = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-               "params_b": round(sum(p.numel() for p in model.parameters()) / 1e9, 3), **vars(args)}
-    import transformers
-
-    results["transformers"] = transformers.__version__
-    methods = args.methods.split(",")
-    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if device == "cuda" else None
-    for new in [int(n) for n in args.new.split(",")]:
-        tokens, at = args.batch * new, f"@{new}"
-        if "ours_static_compiled" in methods:
-            out = {}
-            measure("ours_static_compiled" + at, lambda: out.update(r=ours(model, prompts, new, True, step)), tokens,
-                    results, warmup=True)
-            if "r" in out:
-                results["logprob_check" + at] = logprob_check(model, prompts, *out.pop("r"))
-                print("logprob_check" + at, results["logprob_check" + at], flush=True)
-        if "ours_prefill" in methods and "ours_prefill@1" not in results:  # prefill + one token: fixed cost per call
-            measure("ours_prefill@1", lambda: ours(model, prompts, 1, True), args.batch, results)
-        if "ours_dynamic" in methods:
-            measure("ours_dynamic" + at, lambda: ours(model, prompts, new, False), tokens, results)
-        if "generate_sample" in methods:
-            measure("generate_sample" + at, lambda: plain_generate(model, prompts, new), tokens, results)
+               "transformers": transformers.__version__, "workload": "arm_mix", **vars(args)}
+    run_arm_mix(args, results)
     print(json.dumps(results, indent=1))
     if args.out:
         with open(args.out, "w") as fh:

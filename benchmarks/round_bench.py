@@ -20,6 +20,12 @@ tokens (`nodes.n_response_tokens`), printing the round's tokens/s (generated tok
 one GPU per rank, every rank generating its share of each call), then prints each count's
 generation tokens/s over the first's and whether the rounds are identical node by node.
 
+`--backend hf,vllm` runs the same rounds once per backend in the same call (`train run
+--backend X`; `auto` by default, which is vLLM on a GPU where it is installed) and compares them
+as it compares rank counts. Each round's line carries `generation_s` (the generation calls'
+own seconds, from the task summaries) and `gen_phase_over_generation` (the gen phase, which
+also executes every node, over generation alone: 1.0 when execution is hidden behind it).
+
 `--continue` runs `--rounds` more rounds after the last run in `--dir` (`train run
 --resume-from RUN:STEP` with the same checkpoint directory; the warehouse gets a new run row
 that names the one it resumed): two rounds of the 8B at the arm's caps take longer than one

@@ -5,10 +5,11 @@ the request order and the step, `sampler.row_noise`), so they yield the same tok
 - paged (the default): a paged KV cache with continuous batching and preemption by recompute
   (:mod:`train.generate.paged`); its KV memory follows the live tokens, its budget is
   `gpu_memory_utilization` of the GPU (or `kv_blocks` blocks, e.g. on CPU);
-- static (`paged=False`): every sibling of every request in one left-padded batch; on CPU the
-  dynamic KV cache, on GPU (`fast=True`) a static KV cache sized rows x (prompt + cap) and a
-  decode step compiled with `torch.compile(mode="reduce-overhead")` (see
-  :mod:`train.generate.sampler`).
+- plain (`paged=False`): every sibling of every request in one left-padded batch over
+  transformers' dynamic KV cache (:mod:`train.generate.sampler`): the reference the paged path
+  is tested against.
+On a GPU, `train run` generates with vLLM (`--backend auto`, train.generate.choice); this
+backend is the CPU path, the reference, and the generator of multi-rank runs.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from train.generate.sampler import decode, make_batch, row_keys
 class HFBackend:
     """`Backend` over a loaded transformers model (optionally PEFT-wrapped)."""
 
-    def __init__(self, model, tokenizer, fast: bool | None = None, max_batch: int | None = None,
+    def __init__(self, model, tokenizer, max_batch: int | None = None,
                  paged: bool = True, gpu_memory_utilization: float = 0.6, kv_blocks: int | None = None,
                  max_running: int = 256, lookahead: int | None = None):
         self.model = model
@@ -32,9 +33,7 @@ class HFBackend:
         self.last_generator = None  # the PagedGenerator of the last call (its preemption count)
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
-        self.fast = self.device.type == "cuda" if fast is None else fast
         self.max_batch = max_batch
-        self._compiled = None
         # the trained module itself, so no adapter swap; only the paged path hands requests out as they end
         self.capabilities = Capabilities(adapter_swap=False, logprobs=True, streaming=paged, ranks=True)
 
@@ -81,7 +80,7 @@ class HFBackend:
     def _sample_rows(self, plans, sampling: SamplingConfig, rows: list[int],
                      on_row=None) -> list[tuple[list[int], list[float]]]:
         """Sample each planned row; `rows` are their noise indices. `on_row(k, ids, logprobs)`:
-        row k has ended (the paged path calls it as rows end; the static path, never)."""
+        row k has ended (the paged path calls it as rows end; the plain path, never)."""
         if not plans:
             return []
         was_training = self.model.training
@@ -103,8 +102,7 @@ class HFBackend:
             batch = make_batch([plans[i].token_ids for i in chunk], [plans[i].max_new_tokens for i in chunk],
                                self.pad_id, self.device)
             keys = row_keys(sampling.seed, [rows[i] for i in chunk], self.device)
-            ids, lps = decode(self.model, batch, self.eos_ids, self.pad_id, sampling, keys,
-                              static=self.fast, step_fn=self._step_fn())
+            ids, lps = decode(self.model, batch, self.eos_ids, self.pad_id, sampling, keys)
             results.update({i: (a, b) for i, a, b in zip(chunk, ids, lps)})
         return [results[i] for i in range(len(plans))]
 
@@ -129,16 +127,6 @@ class HFBackend:
                 import torch
 
                 torch.cuda.empty_cache()
-
-    def _step_fn(self):
-        """The decode step: compiled once (CUDA graphs) on the fast path, else the model."""
-        import torch
-
-        if not self.fast:
-            return None
-        if self._compiled is None:
-            self._compiled = torch.compile(self.model.forward, mode="reduce-overhead", fullgraph=True)
-        return self._compiled
 
     @property
     def eos_ids(self) -> list[int]:

@@ -19,7 +19,7 @@ Memory follows the live tokens, not the cap:
 
 Each row's sampling noise depends only on (seed, row index, step) (`sampler.row_noise`), so the
 tokens do not depend on which rows share a forward, nor on preemption: the paged path yields
-the tokens of the static path, and a tiny KV budget the tokens of an unconstrained one.
+the tokens of the plain (unpaged) path, and a tiny KV budget the tokens of an unconstrained one.
 
 The model itself is unchanged: it runs with `use_cache=False`, and its attention is swapped
 (transformers' AttentionInterface, name `paged`) for `paged_attention`, which writes each

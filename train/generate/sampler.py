@@ -1,17 +1,13 @@
-"""Batched sampling with a KV cache: the decode loop behind the transformers backend.
+"""Batched sampling with a KV cache: the per-row sampler every generator of ours shares, and
+the plain decode loop the paged generator is tested against.
 
-All siblings of all tasks of a round go through one loop (left-padded to one batch).
-Two caches:
-- dynamic (CPU, tests): transformers' DynamicCache, attention mask grown each step;
-- static (GPU): a StaticCache of fixed shape and one attention mask of full length, so every
-  decode step has the same shapes and `torch.compile(mode="reduce-overhead")` can replay it
-  as a CUDA graph; a plain decode step is launch-bound (tens of ms for a model whose weights
-  stream in under 1 ms), the graph removes the launches. Its prefill does not go through the
-  full-length mask (that sends SDPA to a masked kernel): each distinct prompt runs once,
-  unpadded, causal and unmasked (the flash kernel), and its K/V are copied into the slots of
-  every row that has it (`_prefill_causal`).
-Decode steps attend with :mod:`train.generate.attention` (grouped-query heads without copying
-the cache); prompts keep transformers' SDPA.
+`sample_next` draws each row's token from noise that depends only on (seed, row, step)
+(`row_noise`), which is what makes the paged generator's tokens independent of batching and
+preemption. `decode` runs all rows in one left-padded batch over transformers' DynamicCache,
+the attention mask grown each step: `HFBackend(paged=False)`, the reference. (A static-cache,
+compiled variant for the GPU was removed: it lost to the paged path by 8x or more and to vLLM
+everywhere, benchmarks/RESULTS.md.) Decode steps attend with :mod:`train.generate.attention`
+(grouped-query heads without copying the cache); prompts keep transformers' SDPA.
 Rows stop at an EOS token or at their own response budget; finished rows keep decoding
 padding until the whole batch is done (their tokens are dropped).
 """
@@ -122,18 +118,19 @@ def _filter(scaled, top_k: int, top_p: float):
     return scaled
 
 
-def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, keys,
-           static: bool = False, step_fn=None) -> tuple[list[list[int]], list[list[float]]]:
+def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, keys) -> tuple[list[list[int]],
+                                                                                       list[list[float]]]:
     """Sample every row to EOS or its budget; returns (token ids, logprobs) per row.
     `keys` (B,): each row's noise key (`row_keys`)."""
     import torch
 
-    cache = _cache(model, batch, static)
-    forward = step_fn or model
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
     with torch.inference_mode(), warnings.catch_warnings(), decode_attention(model):
         # transformers 5.x renames past_key_values to cache; 4.x knows only the old name
         warnings.filterwarnings("ignore", message=".*past_key_values.*", category=FutureWarning)
-        logits = _prefill_causal(model, batch, cache) if static else _prefill(model, batch, cache)
+        logits = _prefill(model, batch, cache)
         tokens_out, logprobs_out = [], []
         done = torch.zeros(batch.input_ids.shape[0], dtype=torch.bool, device=batch.input_ids.device)
         eos = torch.tensor(eos_ids, device=done.device)
@@ -148,20 +145,12 @@ def decode(model, batch: Batch, eos_ids: list[int], pad_id: int, sampling, keys,
             # checking `done` syncs with the device: on GPU only every 16 steps
             if t + 1 == batch.steps or (t % check_every == check_every - 1 and bool(done.all())):
                 break
-            logits = _decode_step(forward, batch, cache, tokens, t, static, slots)
+            logits = _decode_step(model, batch, cache, tokens, t, slots)
     return _trim(torch.stack(tokens_out, 1), torch.stack(logprobs_out, 1), eos_ids, pad_id, batch.budgets)
 
 
-def _cache(model, batch: Batch, static: bool):
-    from transformers import DynamicCache, StaticCache
-
-    if not static:
-        return DynamicCache(config=model.config)
-    return StaticCache(config=model.config, max_cache_len=batch.prompt_width + batch.steps)
-
-
 def _prefill(model, batch: Batch, cache):
-    """The padded batch in one forward into the dynamic cache (the CPU path)."""
+    """The padded batch in one forward into the dynamic cache."""
     import torch
 
     width = batch.prompt_width
@@ -172,76 +161,11 @@ def _prefill(model, batch: Batch, cache):
     return out.logits[:, -1]  # (B, V)
 
 
-PREFILL_TOKENS = 65536  # prompt tokens per causal prefill forward: bounds its activation memory
-
-
-def _prefill_causal(model, batch: Batch, cache, budget: int = PREFILL_TOKENS):
-    """Fill the static cache's prompt slots; returns each row's next-token logits (B, V).
-
-    Distinct prompts of one length run together, unpadded, with no mask (causal SDPA, flash),
-    into a dynamic cache; siblings share a prompt, so it runs once for all of them. Each row's
-    K/V go to its slots [pad_len, P) of the static cache; its padding slots stay zero (masked).
-    """
-    import torch
-    from transformers import DynamicCache
-
-    device, width = batch.input_ids.device, batch.prompt_width
-    distinct = _distinct_prompts(batch)
-    logits, pieces = None, []
-    for chunk in _same_length_chunks(list(distinct), budget):
-        part = DynamicCache(config=model.config)
-        out = model(input_ids=torch.tensor(chunk, dtype=torch.long, device=device), past_key_values=part,
-                    use_cache=True, logits_to_keep=1)
-        rows = torch.tensor([r for p in chunk for r in distinct[p]], device=device)
-        src = torch.tensor([j for j, p in enumerate(chunk) for _ in distinct[p]], device=device)
-        if logits is None:
-            logits = out.logits.new_zeros((batch.input_ids.shape[0], out.logits.shape[-1]))
-        logits[rows] = out.logits[src, -1]
-        pieces.append((rows, src, len(chunk[0]), part))
-    slots = torch.arange(width, device=device)
-    for layer in range(len(pieces[0][3].layers)):
-        keys, values = (_padded(pieces, layer, width, name) for name in ("keys", "values"))
-        cache.update(keys, values, layer, {"cache_position": slots})
-    return logits
-
-
-def _distinct_prompts(batch: Batch) -> dict[tuple, list[int]]:
-    """{prompt token ids: the rows that have that prompt}, in row order."""
-    rows: dict[tuple, list[int]] = {}
-    for row, (ids, pad) in enumerate(zip(batch.input_ids.tolist(), batch.pad_len.tolist())):
-        if pad >= len(ids):
-            raise ValueError(f"row {row} has an empty prompt; every prompt needs at least one token")
-        rows.setdefault(tuple(ids[pad:]), []).append(row)
-    return rows
-
-
-def _same_length_chunks(prompts: list[tuple], budget: int) -> list[list[tuple]]:
-    """Prompts grouped by length, at most `budget` tokens a group (at least one prompt)."""
-    by_length: dict[int, list[tuple]] = {}
-    for prompt in prompts:
-        by_length.setdefault(len(prompt), []).append(prompt)
-    chunks = []
-    for length, group in sorted(by_length.items()):
-        per = max(1, budget // length)
-        chunks += [group[i:i + per] for i in range(0, len(group), per)]
-    return chunks
-
-
-def _padded(pieces, layer: int, width: int, name: str):
-    """One layer's keys or values for the whole batch, (B, H, P, D), left padding zero."""
-    first = getattr(pieces[0][3].layers[layer], name)  # (n, H, L, D)
-    batch_size = sum(len(rows) for rows, *_ in pieces)
-    out = first.new_zeros((batch_size, first.shape[1], width, first.shape[-1]))
-    for rows, src, length, part in pieces:
-        out[rows, :, width - length:] = getattr(part.layers[layer], name)[src]
-    return out
-
-
-def _decode_step(forward, batch: Batch, cache, tokens, t: int, static: bool, slots):
+def _decode_step(model, batch: Batch, cache, tokens, t: int, slots):
     at = slots[t : t + 1]  # (1,) the cache slot of the token being fed; on device, no host copy
     position = (at - batch.pad_len)[:, None]  # (B, 1)
-    mask = batch.mask if static else batch.mask[:, : batch.prompt_width + t + 1]
-    out = forward(input_ids=tokens[:, None], attention_mask=mask, position_ids=position,
+    mask = batch.mask[:, : batch.prompt_width + t + 1]
+    out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position,
                   past_key_values=cache, use_cache=True, cache_position=at)
     return out.logits[:, -1]
 

@@ -80,8 +80,8 @@ def compiled_norms(policy, enabled: bool = True):
     """Every RMSNorm under torch.compile while inside (the update, its backward's recompute
     included), eager again after (GPU: -0.7 s of 7 s at 36864 tokens on the 8B, see
     benchmarks/RESULTS.md). Only inside: in a single-process run the generator shares this
-    module and captures its decode step as CUDA graphs (paged) or compiles it whole (static
-    path, fullgraph); a norm compiled for good would be captured or traced inside those. The
+    module and captures its decode step as CUDA graphs (paged); a norm compiled for good would
+    be captured inside those. The
     compiled code is kept by torch between entries (same code, no recompile)."""
     norms = [m for m in policy.modules() if type(m).__name__.endswith("RMSNorm")] if enabled else []
     try:

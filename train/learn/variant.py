@@ -121,8 +121,8 @@ def resumed_base(extras: list[dict]) -> tuple[int, int] | None:
 class UpdateVariants:
     """The loop's choice step by step: steps run without kept layers until one has measured its
     peak (or a resumed run's steps had: `resumed_base`), then keep what fits. The auto count never
-    rises again: each change of a layer's flag retraces a compiled decode step that reads it (the
-    static generation path)."""
+    rises again: a count that only falls keeps each step's choice inside what the measured peak
+    allowed before."""
 
     shape: ModelShape
     tokens: int  # the largest micro-batch a step may pack (StepConfig.token_budget)

@@ -5,12 +5,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import StaticCache
+from transformers import DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from train.generate.attention import (NAME, _configs, decode_attention, gqa_decode_forward,
                                       set_decode_kernel)
-from train.generate.sampler import _decode_step, _prefill_causal, make_batch
+from train.generate.sampler import _decode_step, _prefill, make_batch
 
 
 def _qkv(heads: int, kv_heads: int, q_len: int = 1, slots: int = 11, batch: int = 3, dim: int = 8):
@@ -21,7 +21,7 @@ def _qkv(heads: int, kv_heads: int, q_len: int = 1, slots: int = 11, batch: int 
 
 
 def _bool_mask(batch: int, slots: int, q_len: int = 1) -> torch.Tensor:
-    # row r sees slots [r, slots): left padding of r slots, as a static cache holds it
+    # row r sees slots [r, slots): left padding of r slots
     mask = torch.ones(batch, 1, q_len, slots, dtype=torch.bool)
     for row in range(batch):
         mask[row, ..., :row] = False
@@ -77,23 +77,23 @@ def test_default_scale_is_one_over_root_dim():
 
 
 def test_decode_logits_through_the_model_equal_sdpa(tiny_model):
-    """One static-cache decode step of a GQA model (4 query, 2 key/value heads) with the new
-    attention gives the logits SDPA gives, for left-padded rows."""
+    """One decode step of a GQA model (4 query, 2 key/value heads) with the new attention gives
+    the logits SDPA gives, for left-padded rows."""
     prompts = [[5, 9, 14, 3], [7, 7, 2, 30, 11, 4, 8], [21]]
     batch = make_batch(prompts, [2] * 3, pad_id=0, device="cpu")
     tokens = torch.tensor([17, 23, 29])
     slots = torch.arange(batch.prompt_width, batch.prompt_width + 2)
     logits = {}
     for switched in (False, True):
-        cache = StaticCache(config=tiny_model.config, max_cache_len=batch.prompt_width + 2)
+        cache = DynamicCache(config=tiny_model.config)
         with torch.inference_mode():
-            _prefill_causal(tiny_model, batch, cache)
+            _prefill(tiny_model, batch, cache)
             if switched:
                 with decode_attention(tiny_model):
                     assert {c._attn_implementation for c in _configs(tiny_model)} == {NAME}
-                    logits[switched] = _decode_step(tiny_model, batch, cache, tokens, 0, True, slots)
+                    logits[switched] = _decode_step(tiny_model, batch, cache, tokens, 0, slots)
             else:
-                logits[switched] = _decode_step(tiny_model, batch, cache, tokens, 0, True, slots)
+                logits[switched] = _decode_step(tiny_model, batch, cache, tokens, 0, slots)
     assert tiny_model.config._attn_implementation == "sdpa"  # switched back
     assert torch.allclose(logits[True], logits[False], atol=1e-5)
 

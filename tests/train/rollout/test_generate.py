@@ -43,17 +43,6 @@ def test_left_padding_does_not_change_greedy_output(tiny_model, tiny_tokenizer, 
     assert [g[0].response_token_ids for g in together] == [a.response_token_ids for a in alone]
 
 
-def test_static_cache_path_matches_dynamic_path(tiny_model, tiny_tokenizer, messages):
-    greedy = SamplingConfig(max_new_tokens=10, temperature=0.0)
-    requests = [GenRequest(messages("Write a first solution."), 1), GenRequest(messages("hi"), 1)]
-    dynamic = HFBackend(tiny_model, tiny_tokenizer, fast=False).generate(requests, greedy)
-    static = HFBackend(tiny_model, tiny_tokenizer, fast=False)
-    static.fast = True
-    static._step_fn = lambda: None  # the static cache without torch.compile (CPU test)
-    assert [g[0].response_token_ids for g in static.generate(requests, greedy)] == \
-           [g[0].response_token_ids for g in dynamic]
-
-
 def test_same_seed_same_samples_other_seed_other_samples(tiny_model, tiny_tokenizer, messages):
     backend = HFBackend(tiny_model, tiny_tokenizer)
     req = [GenRequest(messages("Write a first solution."), 4)]
@@ -82,20 +71,6 @@ def test_total_cap_shrinks_the_response_budget():
 def test_thinking_is_split_from_the_answer():
     assert split_thinking("<think>plan it</think>\n```python\nx\n```") == ("plan it", "```python\nx\n```")
     assert split_thinking("no thinking") == (None, "no thinking")
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_compiled_cuda_graph_path_matches_dynamic_greedy_on_gpu(tiny_model, tiny_tokenizer, messages):
-    model = tiny_model.to("cuda")
-    try:
-        greedy = SamplingConfig(max_new_tokens=20, temperature=0.0)
-        requests = [GenRequest(messages("Write a first solution."), 2), GenRequest(messages("hi"), 1)]
-        fast = HFBackend(model, tiny_tokenizer, fast=True).generate(requests, greedy)
-        slow = HFBackend(model, tiny_tokenizer, fast=False).generate(requests, greedy)
-        assert [[c.response_token_ids for c in g] for g in fast] == [[c.response_token_ids for c in g] for g in slow]
-    finally:
-        tiny_model.to("cpu")
 
 
 def test_a_model_left_in_train_mode_with_checkpointing_samples_as_in_eval(tiny_model, tiny_tokenizer, messages):
