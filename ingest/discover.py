@@ -26,6 +26,8 @@ TRANSCRIPT_FILE = re.compile(r"^(?P<task>.+?)__(?P<ts>\d+)__transcript\.md$")
 WANDB_FILES = {"config.json": "wandb_config", "history.jsonl": "wandb_history",
                "summary.json": "wandb_summary"}
 WANDB_DIR = "wandb_exports"
+# a training run's own files beside its round directories (docs/data-roots.md)
+RUN_FILES = {"timing.jsonl": "timing", "step_metrics.jsonl": "step_metrics"}
 RM_MANIFEST, RM_EVALUATIONS = "manifest.json", "evaluations"
 RM_FILES = {RM_MANIFEST: "rm_manifest", "outcome.json": "rm_outcome", "jobs.jsonl": "rm_jobs",
             "artifacts.jsonl": "rm_artifacts", "steps.jsonl": "rm_steps"}
@@ -42,7 +44,7 @@ class RunDir:
 @dataclass(frozen=True)
 class FileJob:
     path: str
-    kind: str   # nodes | summary | tree | transcript | timing | wandb_* | rm_* (ingest/rm_ingest.py)
+    kind: str   # nodes | summary | tree | transcript | timing | step_metrics | wandb_* | rm_* (ingest/rm_ingest.py)
     size: int
     mtime_ns: int
     run_id: str | None = None
@@ -137,7 +139,7 @@ def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
     if RM_MANIFEST in names:
         _walk_rm_run(entry, children, layout)
         return
-    if not any(ROUND_DIR.match(n) for n in names) and "timing.jsonl" not in names:
+    if not any(ROUND_DIR.match(n) for n in names) and not names & set(RUN_FILES):
         layout.skipped.append(entry.path)
         return
     layout.runs.append(RunDir(run_id, entry.path))
@@ -149,8 +151,8 @@ def _walk_run_entry(entry: os.DirEntry, layout: Layout) -> None:
             layout.problems.append(Problem(child.path, "not a round directory: expected round_<N> "
                                            "with N a whole number; its files are not ingested",
                                            run_id, skipped=True))
-        elif child.name == "timing.jsonl":
-            _add_file(child, layout, kind="timing", run_id=run_id)
+        elif child.name in RUN_FILES:
+            _add_file(child, layout, kind=RUN_FILES[child.name], run_id=run_id)
         elif child.name == WANDB_DIR and child.is_dir():
             _walk_wandb(Path(child.path), layout)
 

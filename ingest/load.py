@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ingest import derive
 from ingest.lines import RawLines, explain_json_error
-from ingest.normalize import SUMMARY_FIELDS, normalize
+from ingest.normalize import STEP_METRIC_FIELDS, SUMMARY_FIELDS, normalize
 from ingest.sources import Source, record_errors
 from warehouse.db import quote_identifier as qi
 
@@ -30,13 +30,15 @@ NODE_COLUMNS = (
 )
 PAYLOAD_COLUMNS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
                    "response_logprobs")
+STEP_METRIC_COLUMNS = tuple(f.column for f in STEP_METRIC_FIELDS) + ("extra",)
 STEP_COLUMNS = ("step", "total_s", "update_weights_s", "gen_s", "old_log_prob_s", "ref_s",
                 "adv_s", "update_actor_s", "save_checkpoint_s", "extra")
 SUMMARY_COLUMNS = tuple(f.column for f in SUMMARY_FIELDS) + ("extra",)
 STAGED_KIND = {"nodes": "node", "summary": "summary", "timing": "timing",
                "wandb_history": "history", "wandb_config": "history",
                "wandb_summary": "history", "train_round": "node", "train_summary": "summary",
-               "train_steps": "timing"}
+               "train_steps": "timing", "step_metrics": "step_metric",
+               "train_step_metrics": "step_metric"}
 
 
 @dataclass
@@ -158,6 +160,20 @@ def land_timing(con, source: Source, key: int, staged: Staged) -> None:
     con.execute(f"INSERT INTO steps (source_id, line_no, run_id, {cols}) "
                 f"SELECT ?, line_no, ?, {cols} FROM _typed "
                 "WHERE key = ? AND reject_reason IS NULL", [source.source_id, source.run_id, key])
+    record_errors(con, source, staged.reasons(key))
+
+
+def land_step_metrics(con, source: Source, key: int, staged: Staged) -> None:
+    """step_metrics.jsonl (or the trainer's step) -> step_metrics, one row per run and step:
+    a step written again replaces its row, whichever source wrote it (the table keeps no
+    source_id); the last line of a step wins within a source."""
+    cols = ", ".join(qi(c) for c in STEP_METRIC_COLUMNS)
+    good = "FROM _typed WHERE key = ? AND reject_reason IS NULL"
+    con.execute(f'DELETE FROM step_metrics WHERE run_id = ? AND step IN (SELECT step {good})',
+                [source.run_id, key])
+    con.execute(f"INSERT INTO step_metrics (run_id, {cols}) SELECT ?, {cols} {good} "
+                "QUALIFY row_number() OVER (PARTITION BY step ORDER BY line_no DESC) = 1",
+                [source.run_id, key])
     record_errors(con, source, staged.reasons(key))
 
 

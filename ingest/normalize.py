@@ -5,7 +5,7 @@ Files and the trainer's in-memory records take the same road: each is turned int
 registered as an Arrow table), and the SELECTs built here type it. So a record loaded by the
 trainer and the same record read back from a file land identically.
 
-Each record kind (node, summary, timing row, W&B history row) is a list of `Field`s. A field
+Each record kind (node, summary, timing row, step metrics row, W&B history row) is a list of `Field`s. A field
 is *strict* when the metrics depend on it: a wrong JSON type (or NaN/Infinity in a number)
 rejects the line with a reason naming the field. Other fields are lenient: a value that fits
 no typed column leaves the column NULL and is kept verbatim in `extra`, with every unknown key.
@@ -24,7 +24,7 @@ MAX_REASONS = 3  # a line's reason lists at most this many field problems
 class Field:
     key: str                 # the JSON key
     column: str | None       # the typed column (None: payload-only or flattened)
-    kind: str                # str | id | int | float | bool | json | text | ints | floats | dict
+    kind: str                # str | id | int | bigint | float | bool | json | text | ints | floats | dict
     strict: bool = False     # wrong type rejects the line
     required: bool = False   # missing or null rejects the line
     parts: tuple[tuple[str, str], ...] = field(default=())  # dict: (sub key, column)
@@ -117,6 +117,15 @@ TIMING_FIELDS: tuple[Field, ...] = (
     Field("phases_s", None, "dict", parts=tuple((p, f"{p}_s") for p in PHASES)),
 )
 
+# The learner's per-step metrics (step_metrics): a value that is not a finite number of the
+# column's type stays NULL there and is kept in `extra` (a NaN loss is a finding, not a bad line).
+STEP_METRIC_FIELDS: tuple[Field, ...] = (
+    _f("step", "int", strict=True, required=True),
+    *(_f(k, "float") for k in ("loss", "pg_loss", "kl", "clip_frac", "grad_norm", "entropy")),
+    _f("tokens", "bigint"), _f("micro_batches", "int"), _f("peak_mem_gib", "float"),
+    _f("lr", "float"),
+)
+
 HISTORY_FIELDS: tuple[Field, ...] = ()  # a history row is kept whole; its step is read below
 
 
@@ -170,6 +179,8 @@ def _value(f: Field) -> str:
                f"WHEN {t} IN ('BIGINT', 'UBIGINT') THEN CAST({j} AS VARCHAR) END"),
         "int": (f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT') OR ({t} = 'DOUBLE' AND {num} = "
                 f"floor({num})) THEN TRY_CAST({j} AS INTEGER) END"),
+        "bigint": (f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT') OR ({t} = 'DOUBLE' AND {num} = "
+                   f"floor({num})) THEN TRY_CAST({j} AS BIGINT) END"),
         "float": (f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND isfinite({num}) "
                   f"THEN {num} END"),
         "bool": f"CASE WHEN {t} = 'BOOLEAN' THEN CAST({j} AS BOOLEAN) END",
@@ -250,7 +261,8 @@ def _schema_kind() -> str:
             f"WHEN list_has_any(keys, [{b}]) THEN 'B' ELSE 'A' END AS schema_kind")
 
 
-FIELDS = {"node": NODE_FIELDS, "summary": SUMMARY_FIELDS, "timing": TIMING_FIELDS}
+FIELDS = {"node": NODE_FIELDS, "summary": SUMMARY_FIELDS, "timing": TIMING_FIELDS,
+          "step_metric": STEP_METRIC_FIELDS}
 
 
 def _outputs(fields: tuple[Field, ...]) -> list[str]:

@@ -67,7 +67,8 @@ BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds me
 # instead of 29-32 s at 256 MB (which logged three), and a smaller file (235 vs 268 MB).
 CHECKPOINT_THRESHOLD = "96MB"
 LAKE_RETRY_S = 120.0  # how long a DuckLake ingest keeps redoing commits other writers win
-ROW_KINDS = ("nodes", "summary", "timing", "wandb_history", "wandb_config", "wandb_summary")
+ROW_KINDS = ("nodes", "summary", "timing", "step_metrics", "wandb_history", "wandb_config",
+             "wandb_summary")
 RENDERED = ("tree", "transcript")
 ROOT_MANIFEST = "manifest.toml"
 
@@ -487,6 +488,8 @@ def _land(con, job: FileJob, source, key: int, staged) -> None:
         load.land_summary(con, source, key, staged, job.round_path)
     elif job.kind == "timing":
         load.land_timing(con, source, key, staged)
+    elif job.kind == "step_metrics":
+        load.land_step_metrics(con, source, key, staged)
     elif job.kind == "wandb_history":
         load.land_wandb_history(con, source, key, staged, job.wandb_run)
     else:

@@ -18,6 +18,8 @@ transaction, so a caller can group a whole round (or a round and its step) atomi
     load_steps(con, "20261129_081500_mini", [{"step": 3, "total_s": 41.2,
                "phases_s": {"gen": 30.0, "update_actor": 11.0}}],
                source_path="train://20261129_081500_mini/timing")
+    load_step_metrics(con, "20261129_081500_mini", [{"step": 3, "loss": 0.12, "kl": 0.004}],
+                      source_path="train://20261129_081500_mini/round_3/step_metrics")
     con.execute("COMMIT")
 
 Loading the same `source_path` again replaces what the previous load wrote (nodes, payloads,
@@ -33,7 +35,7 @@ from ingest import derive, load
 from ingest.lines import records_to_lines
 from ingest.sources import content_hash, lookup_source_id, open_source
 
-__all__ = ["upsert_run", "insert_new_run", "load_task_round", "load_steps"]
+__all__ = ["upsert_run", "insert_new_run", "load_task_round", "load_steps", "load_step_metrics"]
 
 upsert_run = derive.upsert_run
 insert_new_run = derive.insert_new_run  # a trainer claims its run id with this (train.writer)
@@ -69,6 +71,17 @@ def load_steps(con, run_id: str, rows: list[dict], source_path: str) -> int:
     raw = records_to_lines(rows)
     return _land(con, "train_steps", raw, source_path, run_id, None, None,
                  lambda source, staged: load.land_timing(con, source, 0, staged))
+
+
+def load_step_metrics(con, run_id: str, rows: list[dict], source_path: str) -> int:
+    """Write the learner's metrics (`{"step", "loss", "kl", ...}`, unknown keys to `extra`).
+
+    One `step_metrics` row per run and step: writing a step again replaces its row. Returns
+    the number of rows that landed; a row without a whole-number `step` is an ingest_errors row.
+    """
+    raw = records_to_lines(rows)
+    return _land(con, "train_step_metrics", raw, source_path, run_id, None, None,
+                 lambda source, staged: load.land_step_metrics(con, source, 0, staged))
 
 
 def _land(con, kind: str, raw, source_path: str, run_id: str, round, task, land) -> int:

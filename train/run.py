@@ -3,8 +3,8 @@
 One loop, top to bottom. Per round: `gen` (tree-search rollouts on every task: expansions of
 `siblings` completions, executed and graded), then the GRPO step (`old_log_prob`, `ref`,
 `adv`, `update_actor` inside :func:`train.learn.step.grpo_step`), `update_weights` (make the
-generator see the new weights) and `save_checkpoint`; then the round, and its step's timing
-row, are committed to the warehouse in one transaction.
+generator see the new weights) and `save_checkpoint`; then the round, its step's timing row
+and metrics are committed to the warehouse in one transaction (or spooled together).
 
 Where this departs from textbook GRPO (DeepSeekMath):
 - the "prompt" of a group is a tree-search expansion (draft, improve or debug, seeds 000/002),
@@ -62,6 +62,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     """The loop. `team.alone()` marks rank 0's own work (a failure there stops every rank);
     `team.share` hands rank 0's value to every rank."""
     from train.learn.session import after_commit
+    from train.learn.store import step_metrics_record
     from train.writer import RoundWrite
 
     # --- set-up: settings, tasks, the run row, the policy, its learner and backend
@@ -126,10 +127,11 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
         if monitor is not None:
             monitor.round_finished()
         with team.alone():
-            where = writer.write(RoundWrite(round_no, result.records, result.summaries, step))
+            recorded = step_metrics_record(round_no, metrics) if learner is not None else None
+            where = writer.write(RoundWrite(round_no, result.records, result.summaries, step, recorded))
             report.rounds.append(round_line(round_no, result, where, log))
-            if learner is not None and where == "db":  # step_metrics row, then gates read from the warehouse
-                after_commit(opts.db_url, run_id, round_no, metrics,
+            if learner is not None and where == "db":  # the gates read the round from the warehouse
+                after_commit(opts.db_url, run_id, round_no,
                              health_gate=opts.health_gate and round_no == first,
                              decision_steps=opts.decision_steps, log=log)
             if learner is not None:

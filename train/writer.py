@@ -2,8 +2,8 @@
 
 Every write goes through the ingest's record-level API (:mod:`ingest.records`): one schema,
 one normalization. A finished round is committed in ONE transaction (run row, every task's
-nodes, payloads, sibling groups and summary, and the step's timing row when there is one), so
-a crash mid-round leaves no partial round. The write connection is opened only to commit, so
+nodes, payloads, sibling groups and summary, and the step's timing row and `step_metrics`
+row when there is a step), so a crash mid-round leaves no partial round. The write connection is opened only to commit, so
 other processes can read the warehouse while training runs.
 
 A run owns its id: `RoundWriter.claim` inserts the run row before round 1 and refuses an id
@@ -13,12 +13,13 @@ Rewriting a round of one's own run replaces that round's rows (the same sources)
 If another process holds the warehouse file's lock, `warehouse.db.connect` retries with
 backoff for `lock_wait_s` (on DuckLake, where there is no lock, `transaction` redoes a
 commit that lost to another writer's for as long); past that the round is spooled to disk
-in the data-root layout (seeds 000/
-002) and a one-line notice says how to ingest it: a round is never lost.
+in the data-root layout (seeds 000/002, plus `<run>/step_metrics.jsonl`) and a one-line notice
+says how to ingest it (`RoundWriter.load_command`): a round is never lost, and `warehouse
+ingest` of the spool lands the same rows the commit would have.
 
 `export_root` additionally writes every round as the classic data-root files
 (`<run>/round_<N>/<task>__<ts>.jsonl`, `__summary_<ts>.json`, `__tree.txt`, `__transcript.md`,
-`<run>/timing.jsonl`) plus `manifest.toml` with the run's metadata; `warehouse ingest` of that
+`<run>/timing.jsonl`, `<run>/step_metrics.jsonl`) plus `manifest.toml` with the run's metadata; `warehouse ingest` of that
 export (with `--manifest`) yields the same rows.
 """
 from __future__ import annotations
@@ -59,12 +60,14 @@ class RunRow:
 
 @dataclass
 class RoundWrite:
-    """Everything one round adds: per task the node records and summary; maybe a timing row."""
+    """Everything one round adds: per task the node records and summary; when the round was
+    learnt from, its step's timing row and metrics."""
 
     round: int
     records: dict  # task -> list of node records
     summaries: dict  # task -> summary dict (None when the task has none)
     step: dict | None = None  # {"step", "total_s", "phases_s"}
+    metrics: dict | None = None  # {"step", "loss", "kl", ...} (train.learn.store.step_metrics_record)
 
 
 class RoundWriter:
@@ -77,7 +80,9 @@ class RoundWriter:
         self.lock_wait_s = lock_wait_s
         self.log = log
         self.steps: list[dict] = []  # every step so far (the export's timing.jsonl)
+        self.metrics: list[dict] = []  # every step's metrics so far (the export's step_metrics.jsonl)
         self.spooled_steps: list[dict] = []  # only the spooled rounds' steps (the spool's timing.jsonl)
+        self.spooled_metrics: list[dict] = []  # and their metrics (the spool's step_metrics.jsonl)
         self.spooled: list[int] = []
         self.claimed = False  # the run row is ours in the warehouse
 
@@ -97,10 +102,10 @@ class RoundWriter:
 
     def write(self, rnd: RoundWrite) -> str:
         """Commit the round (else spool it) and export it; returns 'db', 'spool' or 'export'."""
-        if rnd.step:
-            self.steps.append(rnd.step)
+        self.steps += [rnd.step] if rnd.step else []
+        self.metrics += [rnd.metrics] if rnd.metrics else []
         if self.export_root is not None:
-            export_round(self.export_root, self.run, rnd, self.steps)
+            export_round(self.export_root, self.run, rnd, self.steps, self.metrics)
         if self.db_url is None:
             return "export"
         try:
@@ -110,8 +115,7 @@ class RoundWriter:
         except DatabaseLockedError as exc:
             self._spool(rnd)
             self.log(f"Warning: round {rnd.round} not committed ({exc}); spooled to {self.spool_root}. "
-                     f"Load it later with: warehouse --db {self.db_url} ingest {self.spool_root} "
-                     f"--manifest {self.spool_root / 'manifest.toml'}")
+                     f"Load it later with: {self.load_command()}")
             return "spool"
         except RunIdTakenError as exc:  # taken while the warehouse was locked at the claim
             self._spool(rnd)
@@ -119,10 +123,18 @@ class RoundWriter:
                                   f"{self.run.run_id} there (directory and manifest entry) before "
                                   "ingesting it.") from None
 
+    def load_command(self) -> str:
+        """The command that loads the spool into the warehouse (shell-quoted)."""
+        import shlex
+
+        return shlex.join(["warehouse", "--db", self.db_url, "ingest", str(self.spool_root),
+                           "--manifest", str(self.spool_root / "manifest.toml")])
+
     def _spool(self, rnd: RoundWrite) -> None:
         # the spool holds only what the warehouse lacks, so ingesting it adds no duplicate
         self.spooled_steps += [rnd.step] if rnd.step else []
-        export_round(self.spool_root, self.run, rnd, self.spooled_steps)
+        self.spooled_metrics += [rnd.metrics] if rnd.metrics else []
+        export_round(self.spool_root, self.run, rnd, self.spooled_steps, self.spooled_metrics)
         self.spooled.append(rnd.round)
 
 
@@ -148,11 +160,11 @@ def _claim(con, run: RunRow) -> None:
 
 def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float = LOCK_WAIT_S,
                  claim: bool = False) -> None:
-    """The round's rows, and its step's timing row, in one transaction; the connection is held
-    only for this. Each step is its own source, so a round spooled in between never duplicates
+    """The round's rows, and its step's timing and metrics rows, in one transaction; the
+    connection is held only for this. Each step is its own source, so a round spooled in between never duplicates
     or drops another round's timing row. `claim`: the run row is not recorded yet, so record it
     here, refusing (RunIdTakenError, nothing written) an id another run holds."""
-    from ingest.records import load_steps, load_task_round, upsert_run
+    from ingest.records import load_step_metrics, load_steps, load_task_round, upsert_run
     from warehouse.db import connect, transaction
 
     def work():
@@ -165,13 +177,17 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
                             summary=rnd.summaries.get(task), source_path=source_path(run.run_id, rnd.round, task))
         if rnd.step:
             load_steps(con, run.run_id, [rnd.step], source_path=f"train://{run.run_id}/round_{rnd.round}/timing")
+        if rnd.metrics:
+            load_step_metrics(con, run.run_id, [rnd.metrics],
+                              source_path=f"train://{run.run_id}/round_{rnd.round}/step_metrics")
 
     # on DuckLake no lock is waited for: a commit that loses to another writer's is redone
     with connect(db_url, wait_s=lock_wait_s) as con:
         transaction(con, work, wait_s=lock_wait_s)
 
 
-def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict]) -> Path:
+def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict],
+                 metrics: list[dict] = ()) -> Path:
     """The round as data-root files under `root/<run_id>/round_<N>/`; returns that directory."""
     from train.rollout.render import render_transcript, render_tree
 
@@ -188,6 +204,8 @@ def export_round(root: Path, run: RunRow, rnd: RoundWrite, steps: list[dict]) ->
             (round_dir / f"{task}__{stamp}__transcript.md").write_text(render_transcript(task, records))
     if steps:
         _write_jsonl(root / run.run_id / "timing.jsonl", steps)
+    if metrics:
+        _write_jsonl(root / run.run_id / "step_metrics.jsonl", metrics)
     write_manifest(root / "manifest.toml", run)
     return round_dir
 

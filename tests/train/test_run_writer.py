@@ -6,6 +6,7 @@ import json
 import pytest
 
 from train.generate.base import Completion
+from train.learn.store import step_metrics_record
 from train.rollout.records import node_records, task_round_summary
 from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
 from train.writer import RoundWrite, RoundWriter, RunIdTakenError, RunRow, commit_round
@@ -38,7 +39,8 @@ def _round(trees: dict, rnd: int, siblings: int = 4) -> RoundWrite:
         records[task] = recs
         summaries[task] = task_round_summary(task, rnd, recs, model="tiny", expansions=1, buffer_nodes=len(trees[task].nodes),
                                              gen_llm_seconds=1.0, gen_exec_seconds=2.0, rollout_file="x", workspace="y")
-    return RoundWrite(rnd, records, summaries, {"step": rnd, "total_s": 3.0, "phases_s": {"gen": 2.0, "update_actor": 1.0}})
+    return RoundWrite(rnd, records, summaries, {"step": rnd, "total_s": 3.0, "phases_s": {"gen": 2.0, "update_actor": 1.0}},
+                      step_metrics_record(rnd, {"loss": 0.5 / rnd, "kl": 0.01 * rnd, "tokens": 24, "update_variant": "sac"}))
 
 
 def _run_row(seed: int = 0) -> RunRow:
@@ -70,6 +72,8 @@ def test_rounds_land_in_the_warehouse_with_run_row_and_steps(db_url, tmp_path):
     assert run[0][:4] == ("hr24k_u6", "training", 0, "tiny")
     assert json.loads(run[0][4]) == {"response_cap": 256, "tasks": list(TASKS)}
     assert _rows(db_url, "SELECT step, total_s, gen_s FROM steps ORDER BY step") == [(1, 3.0, 2.0), (2, 3.0, 2.0)]
+    assert _rows(db_url, "SELECT step, loss, kl, tokens, extra FROM step_metrics ORDER BY step") == [
+        (1, 0.5, 0.01, 24, '{"update_variant":"sac"}'), (2, 0.25, 0.02, 24, '{"update_variant":"sac"}')]
     summary = _rows(db_url, "SELECT nodes, valid, gen_llm_seconds FROM task_rounds WHERE round = 1 AND task = 'mini-a'")
     assert summary == [(4, 2, 1.0)]  # siblings 1, 2 ok; 0, 3 crashed
 
@@ -92,6 +96,7 @@ def test_a_failure_mid_round_leaves_no_partial_round(db_url, monkeypatch):
         commit_round(db_url, _run_row(), _round(trees, 1))
     assert _rows(db_url, "SELECT count(*) FROM nodes") == [(0,)]
     assert _rows(db_url, "SELECT count(*) FROM runs") == [(0,)]
+    assert _rows(db_url, "SELECT count(*) FROM step_metrics") == [(0,)]
 
 
 def test_locked_warehouse_spools_the_round_and_says_how_to_ingest(db_url, tmp_path):
@@ -114,6 +119,8 @@ def test_locked_warehouse_spools_the_round_and_says_how_to_ingest(db_url, tmp_pa
     assert f"ingest {tmp_path / 'spool'}" in said[0]
     assert _rows(db_url, "SELECT count(*) FROM nodes") == [(0,)]
     assert [json.loads(line)["step"] for line in (tmp_path / "spool" / RUN_ID / "timing.jsonl").read_text().splitlines()] == [1]
+    spooled_metrics = (tmp_path / "spool" / RUN_ID / "step_metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in spooled_metrics] == [_round({t: TaskTree(t) for t in TASKS}, 1).metrics]
 
 
 def test_a_spooled_round_ingested_later_completes_the_run_without_duplicates(db_url, tmp_path, monkeypatch):
@@ -135,6 +142,7 @@ def test_a_spooled_round_ingested_later_completes_the_run_without_duplicates(db_
     ingest_roots(db_url, [str(tmp_path / "spool")], [str(tmp_path / "spool" / "manifest.toml")])
     assert _rows(db_url, "SELECT round, count(*) FROM nodes GROUP BY 1 ORDER BY 1") == [(1, 8), (2, 8), (3, 8)]
     assert _rows(db_url, "SELECT step FROM steps ORDER BY 1") == [(1,), (2,), (3,)]
+    assert _rows(db_url, "SELECT step, loss FROM step_metrics ORDER BY 1") == [(1, 0.5), (2, 0.25), (3, 0.5 / 3)]
 
 
 def test_a_second_run_with_the_same_id_is_refused_and_the_first_keeps_its_rows(db_url):
@@ -211,6 +219,7 @@ def test_export_then_ingest_yields_the_same_rows(db_url, tmp_path):
                 "SELECT run_id, round, task, nodes, valid, best_node_id, best_test_metric, gen_llm_seconds, "
                 "gen_exec_seconds, buffer_nodes FROM task_rounds ORDER BY ALL",
                 "SELECT run_id, arm, kind, seed, model, overrides, question_id FROM runs",
-                "SELECT run_id, step, total_s, gen_s, update_actor_s FROM steps ORDER BY ALL"):
+                "SELECT run_id, step, total_s, gen_s, update_actor_s FROM steps ORDER BY ALL",
+                "SELECT * FROM step_metrics ORDER BY ALL"):
         trained, ingested = _rows(db_url, sql), _rows(other, sql)
         assert trained and trained == ingested, sql

@@ -7,7 +7,8 @@ import re
 from click.testing import CliRunner
 
 from tests.sql.conftest import small_warehouse
-from train.learn.store import write_step_metrics
+from ingest.records import load_step_metrics
+from train.learn.store import step_metrics_record
 from warehouse.cli import main
 from warehouse.config import db_path_from_url
 from warehouse.db import connect
@@ -21,8 +22,9 @@ def test_a_run_with_steps_gets_the_training_figure_and_table(tmp_path):
     small_warehouse(url)
     with connect(url) as con:
         for step, (kl, coef, lr) in enumerate([(0.01, 0.001, 1.5e-3), (0.02, 0.0012, 3e-3)], start=1):
-            write_step_metrics(con, "run_a", step, {"kl": kl, "entropy": 1.0 / step, "lr": lr, "loss": 0.1,
-                                                    "clip_frac": 0.0, "kl_coef": coef})
+            record = step_metrics_record(step, {"kl": kl, "entropy": 1.0 / step, "lr": lr, "loss": 0.1,
+                                                "clip_frac": 0.0, "kl_coef": coef})
+            load_step_metrics(con, "run_a", [record], source_path=f"train://run_a/round_{step}/step_metrics")
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["--db", db_path_from_url(url), "report", "run_a", "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -1,8 +1,11 @@
+import json
+
 import pytest
 
+from ingest.records import load_step_metrics
 from train.learn.gates import (HealthGateError, check_health_gate, decision_rule, format_decision,
                                parse_steps)
-from train.learn.store import write_step_metrics
+from train.learn.store import step_metrics_record
 from warehouse.db import connect
 from warehouse.errors import TerminalError
 
@@ -59,13 +62,20 @@ def test_decision_rule_follows_the_lineage_to_the_root(db_url):
         assert "no round 16" in format_decision(decision_rule(con, "child", 16), "child", 16)
 
 
-def test_step_metrics_rows_replace_and_keep_extras(db_url):
+def test_step_metrics_rows_replace_and_keep_extras_and_non_finite_values(db_url):
+    def write(metrics, path="train://r/round_1/step_metrics"):
+        return load_step_metrics(con, "r", [step_metrics_record(1, metrics)], source_path=path)
+
     with connect(db_url) as con:
-        write_step_metrics(con, "r", 1, {"loss": 0.5, "kl": 0.0, "tokens": 100, "ratio_max": 1.0})
-        write_step_metrics(con, "r", 1, {"loss": 0.25, "kl": 0.01, "tokens": 120, "ratio_max": 1.1})
+        assert write({"loss": 0.5, "kl": 0.0, "tokens": 100, "ratio_max": 1.0}) == 1
+        # another source (a spool loaded later) writing the same step replaces the row too
+        write({"loss": 0.25, "kl": 0.01, "tokens": 3_000_000_000, "ratio_max": 1.1}, "spool/r/step_metrics.jsonl")
         rows = con.execute('SELECT "loss", "kl", "tokens", "extra" FROM "step_metrics"').fetchall()
-    assert len(rows) == 1 and rows[0][:3] == (0.25, 0.01, 120)
-    assert '"ratio_max": 1.1' in rows[0][3]
+        assert len(rows) == 1 and rows[0][:3] == (0.25, 0.01, 3_000_000_000)
+        assert json.loads(rows[0][3]) == {"ratio_max": 1.1}
+        write({"loss": float("nan"), "kl": 0.0})  # a diverged step lands; its loss is kept in extra
+        rows = con.execute('SELECT "loss", "kl", "extra" FROM "step_metrics"').fetchall()
+    assert rows[0][:2] == (None, 0.0) and json.loads(rows[0][2]) == {"loss": "nan"}
 
 
 def test_decision_steps_parse():
