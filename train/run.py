@@ -36,7 +36,9 @@ from train.weight_sync import generation_copy, sync_generator, update_weights
 class RunReport:
     run_id: str
     rounds: list = field(default_factory=list)  # one dict of counts per round
-    spooled: list = field(default_factory=list)
+    spooled: list = field(default_factory=list)  # rounds not in the warehouse: they are in the spool
+    spool_root: str | None = None
+    load_command: str | None = None  # what loads the spool into the warehouse
 
 
 def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
@@ -137,7 +139,9 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
             if learner is not None:
                 learner.check_band(round_no, metrics)
     team.finish()
-    report.spooled = writer.spooled if writer is not None else []
+    if writer is not None and writer.spooled:
+        report.spooled, report.spool_root = writer.spooled, str(writer.spool_root.resolve())
+        report.load_command = writer.load_command()
     return report
 
 

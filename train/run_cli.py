@@ -30,7 +30,8 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--export-root", type=click.Path(file_okay=False), default=None,
               help="Also write each round as classic data-root files (seed layout) under this directory.")
 @click.option("--spool-root", type=click.Path(file_okay=False), default=None,
-              help="Where a round goes when the warehouse stays locked (default: ./spool_<run>).")
+              help="Where a round goes when the warehouse stays locked (default: ./spool_<run>). A run "
+                   "that spooled a round exits 3 with the command that loads the spool.")
 @click.option("--learn/--no-learn", default=True, show_default=True,
               help="Run the GRPO step after each round (--no-learn: rollouts only).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
@@ -92,6 +93,10 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
     else:
         monitor = make_monitor(quiet) if rank == 0 else None
         report = run(opts, log=monitor.log if monitor else click.echo, monitor=monitor)
+    if rank == 0 and report.spooled:
+        from train.writer import RoundsSpooledError
+
+        raise RoundsSpooledError.of(report)
     if rank == 0:
         click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
                    f"See: warehouse --db {db} metrics --run {report.run_id}")

@@ -29,13 +29,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.errors import DatabaseLockedError, TerminalError
+from warehouse.errors import DatabaseLockedError, TerminalError, TransientError
 
 LOCK_WAIT_S = 60.0
 
 
 class RunIdTakenError(TerminalError):
     """Another run already holds this run id in the warehouse."""
+
+
+class RoundsSpooledError(TransientError):
+    """The run ended with rounds that are in its spool, not in the warehouse: exit 3, the
+    exit code of an ingest that left rows out, with the one command that loads them."""
+
+    exit_code = 3
+
+    @classmethod
+    def of(cls, report) -> "RoundsSpooledError":
+        """From a `train.run.RunReport` that has spooled rounds."""
+        rounds = ", ".join(str(r) for r in report.spooled)
+        return cls(f"run {report.run_id}: round(s) {rounds} are not in the warehouse but spooled to "
+                   f"{report.spool_root}. Load them with: {report.load_command}")
 
 
 @dataclass
@@ -124,11 +138,13 @@ class RoundWriter:
                                   "ingesting it.") from None
 
     def load_command(self) -> str:
-        """The command that loads the spool into the warehouse (shell-quoted)."""
+        """The command that loads the spool into the warehouse (shell-quoted, absolute paths:
+        it works from any directory)."""
         import shlex
 
-        return shlex.join(["warehouse", "--db", self.db_url, "ingest", str(self.spool_root),
-                           "--manifest", str(self.spool_root / "manifest.toml")])
+        spool = self.spool_root.resolve()
+        return shlex.join(["warehouse", "--db", self.db_url, "ingest", str(spool),
+                           "--manifest", str(spool / "manifest.toml")])
 
     def _spool(self, rnd: RoundWrite) -> None:
         # the spool holds only what the warehouse lacks, so ingesting it adds no duplicate

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
+from tests.train.test_run import model_dir  # noqa: F401 - shared fixture
 from train.generate.base import Completion
 from train.learn.store import step_metrics_record
 from train.rollout.records import node_records, task_round_summary
@@ -223,3 +225,76 @@ def test_export_then_ingest_yields_the_same_rows(db_url, tmp_path):
                 "SELECT * FROM step_metrics ORDER BY ALL"):
         trained, ingested = _rows(db_url, sql), _rows(other, sql)
         assert trained and trained == ingested, sql
+
+
+# --- `train run` with a spooled round: exit 3, one line, a command that loads it losslessly -----
+
+#: What tells a spooled-then-loaded round from a committed one by where it came from, not by
+#: what it holds (source ids and paths; the spool also has the rendered tree and transcript).
+PROVENANCE = {"source_id", "node_source_id", "summary_source_id", "source_path", "has_tree", "has_transcript"}
+CONTENT_TABLES = ("runs", "rounds", "task_rounds", "sibling_groups", "nodes", "steps", "step_metrics")
+
+
+def _content(db_url: str) -> dict:
+    """Every row of the trainer's tables (and the payloads by node), provenance left out."""
+    from warehouse.db import connect
+
+    out = {}
+    with connect(db_url, read_only=True) as con:
+        for table in CONTENT_TABLES:
+            cols = [d[0] for d in con.execute(f'SELECT * FROM "{table}" LIMIT 0').description]
+            keep = ", ".join(f'"{c}"' for c in cols if c not in PROVENANCE)
+            out[table] = con.execute(f'SELECT {keep} FROM "{table}" ORDER BY ALL').fetchall()
+        out["node_payloads"] = con.execute(PAYLOAD.replace("n.node_id,", "n.round, n.task, n.node_id,")
+                                           .replace("ORDER BY 1", "ORDER BY ALL")).fetchall()
+    return out
+
+
+def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url, tmp_path, monkeypatch,
+                                                                         model_dir):
+    import shlex
+
+    from click.testing import CliRunner
+
+    import train.run
+    import train.writer
+    from tests.train.test_run import TASK, CannedBackend
+    from train.cli import main as train_main
+    from warehouse.cli import main as warehouse_main
+    from warehouse.errors import DatabaseLockedError
+    from warehouse.migrate import init_db
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    real, written = train.writer.commit_round, []
+
+    def locked_for_round_2(url, run, rnd, wait, **kw):
+        written.append((run, rnd))
+        if rnd.round == 2:
+            raise DatabaseLockedError("locked by a reader")
+        return real(url, run, rnd, wait, **kw)
+
+    monkeypatch.setattr(train.writer, "commit_round", locked_for_round_2)
+    monkeypatch.chdir(tmp_path)  # the default spool, ./spool_<run>, lands here
+    db = db_url.removeprefix("duckdb:///")
+    result = CliRunner().invoke(train_main, ["run", "--model", str(model_dir), "--rounds", "3", "--tasks", TASK,
+                                             "--db", db, "--set", "siblings_per_expansion=2", "--run-id", "r_spool"])
+    assert result.exit_code == 3, result.output
+    last = result.output.strip().splitlines()[-1]
+    spool = tmp_path / "spool_r_spool"
+    command = f"warehouse --db {db_url} ingest {spool} --manifest {spool / 'manifest.toml'}"
+    assert last == f"Error: run r_spool: round(s) 2 are not in the warehouse but spooled to {spool}. " \
+                   f"Load them with: {command}"
+    assert "See: warehouse" not in result.output
+    assert _rows(db_url, "SELECT DISTINCT round FROM nodes ORDER BY 1") == [(1,), (3,)]
+
+    loaded = CliRunner().invoke(warehouse_main, shlex.split(command)[1:])
+    assert loaded.exit_code == 0, loaded.output
+    reference = f"duckdb:///{tmp_path / 'reference.duckdb'}"  # every round committed as it was made
+    init_db(reference)
+    for run, rnd in written:
+        real(reference, run, rnd, 5.0)
+    got, want = _content(db_url), _content(reference)
+    assert {t: len(rows) for t, rows in got.items()} == {t: len(rows) for t, rows in want.items()}
+    assert len(got["step_metrics"]) == 3 and len(got["nodes"]) == 6
+    for table in want:
+        assert got[table] == want[table], table
