@@ -49,6 +49,7 @@ import math
 from dataclasses import dataclass, field
 
 from ingest import derive
+from warehouse import schema
 from ingest.sources import content_hash, lookup_source_id, open_source, record_errors
 
 __all__ = ["RUN_KIND", "QUESTION_ID", "PHASES", "SPLITS", "write_run", "write_jobs",
@@ -61,26 +62,31 @@ PHASES = ("exploration", "formal")
 SPLITS = ("proxy", "full", "proxy_rows")
 DIRECTIONS = ("maximize", "minimize")
 
-# column -> type: s(tring), i(nt), f(loat), b(ool). Unknown keys go to `extra`.
-JOB_FIELDS = {"job": "s", "phase": "s", "unit": "s", "title": "s", "pairs": "i",
-              "steps_planned": "i", "steps_done": "i", "micro_batch": "i", "grad_accum": "i",
-              "learning_rate": "f", "seed": "i", "members": "i", "seconds": "f",
-              "peak_mem_gb": "f", "status": "s", "submitted": "b", "notes": "s"}
-STEP_FIELDS = {"job": "s", "step": "i", "member": "i", "loss": "f", "accuracy": "f", "lr": "f",
-               "grad_norm": "f", "seconds": "f", "peak_mem_gib": "f"}
-ARTIFACT_FIELDS = {"job": "s", "progress": "i", "path": "s", "parameters": "i", "dtype": "s",
-                   "format": "s", "loadable": "b", "retained": "b", "members": "i"}
-EVALUATION_FIELDS = {"evaluation_id": "s", "job": "s", "phase": "s", "unit": "s",
-                     "progress": "i", "evaluator": "s", "split": "s", "direction": "s",
-                     "n": "i", "score": "f", "se": "f", "seconds": "f"}
-BUDGET_FIELDS = {"wall_clock_s": "f", "reserve_s": "f", "train_s": "f", "elapsed_s": "f",
-                 "stop_reason": "s", "steps": "i", "members": "i", "steps_per_member": "i",
-                 "snapshots_published": "i", "snapshots_retained": "i"}
-RUN_FIELDS = {"task": "s", "agent": "s", "base_model": "s", "train_pairs": "i",
-              "proxy_evaluator": "s", "final_evaluator": "s", "reference_id": "s"}
-REFERENCE_FIELDS = {"reference_id": "s", "task": "s", "evaluator": "s", "split": "s", "n": "i",
-                    "score": "f", "direction": "s", "protocol": "s", "train_s": "f",
-                    "score_s": "f", "peak_mem_mib": "f", "notes": "s"}
+# Bookkeeping columns a record never sets: the write fills them in.
+BOOKKEEPING = ("source_id", "line_no", "run_id", "extra")
+
+
+def _fields(table, *, without: tuple[str, ...] = ()) -> dict[str, str]:
+    """A record's typed fields: the table's columns (warehouse.schema, the one statement of the
+    column types), each as s(tring), i(nt), f(loat) or b(ool). Unknown keys go to `extra`."""
+    import sqlalchemy as sa
+
+    kinds = ((sa.Boolean, "b"), (sa.Integer, "i"), (sa.Float, "f"), (sa.String, "s"))
+    return {c.name: next(kind for typ, kind in kinds if isinstance(c.type, typ))
+            for c in table.columns if c.name not in BOOKKEEPING + without}
+
+
+JOB_FIELDS = _fields(schema.rm_jobs)
+STEP_FIELDS = _fields(schema.rm_steps)
+ARTIFACT_FIELDS = _fields(schema.rm_artifacts)
+# what the write derives from the summary's bytes and its receipt, never taken from a record
+RECEIPT_COLUMNS = ("official", "receipt_status", "summary_path", "summary_sha256", "summary_size",
+                   "receipt_path", "receipt_sha256", "receipt_size")
+EVALUATION_FIELDS = _fields(schema.rm_evaluations, without=RECEIPT_COLUMNS)
+BUDGET_FIELDS = _fields(schema.rm_budgets, without=("phase",))  # the phase is the outcome's key
+RUN_FIELDS = _fields(schema.rm_runs)
+REFERENCE_FIELDS = _fields(schema.rm_references)
+SECTION_FIELDS = _fields(schema.rm_eval_sections, without=("evaluation_id", "section"))
 # keys of a manifest that go to the `runs` row rather than rm_runs.extra
 RUNS_KEYS = ("run_id", "kind", "question_id", "seed", "notes", "reference")
 
@@ -298,7 +304,7 @@ def _sections(raw) -> dict[str, tuple[float | None, int | None]]:
     out = {}
     for name, value in raw.items():
         value = value if isinstance(value, dict) else {"score": value}
-        row = normalize(value, {"score": "f", "n": "i"})
+        row = normalize(value, SECTION_FIELDS)
         out[name] = (row["score"], row["n"])
     return out
 

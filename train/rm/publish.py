@@ -1,8 +1,9 @@
 """Publishing a reward-model run into the warehouse, through the record API of the
 reward-model tables (:mod:`ingest.rm_records`), and as that layout's data root.
 
-What lands, and when (each flush is one transaction, so an interrupted run leaves the
-warehouse consistent, holding everything up to its last flush):
+What lands, and when (each flush is one `warehouse.db.transaction`, so an interrupted run
+leaves the warehouse consistent, holding everything up to its last flush, and a flush that
+loses a DuckLake commit race is redone):
 - at the start: the run (`runs` kind reward_model, `rm_runs`) and its job;
 - after each artifact: the step log so far, the job's progress, every artifact (retained or
   not, in progress order);
@@ -114,18 +115,14 @@ class Publisher:
         self._commit(write)
 
     def _commit(self, write) -> None:
-        """`write(con, api)` in one transaction; a record the API rejects is an ingest_errors row."""
+        """`write(con, api)` in one transaction (redone from the start when a DuckLake commit
+        loses to another writer's, as every trainer write is); a record the API rejects is an
+        ingest_errors row."""
         from ingest import rm_records as api
-        from warehouse.db import connect
+        from warehouse.db import connect, transaction
 
         with connect(self.db_url) as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                write(con, api)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+            transaction(con, lambda: write(con, api))
 
     def _export(self) -> None:
         from ingest.rm_layout import export_run
