@@ -31,16 +31,35 @@ def ingest(obj: dict, roots: tuple[str, ...], manifests: tuple[str, ...], quiet:
 
     Incremental: unchanged files are skipped, changed files replace their rows. Exit code 0
     when every row landed, 3 when some lines or files were rejected (see the ingest_errors
-    table), 1 on a real failure.
+    table), 1 on a real failure. A ROOT written by 'warehouse export' (it holds
+    export_manifest.json) restores every table of the exported warehouse into this one, which
+    must be empty.
     """
     from ingest.pipeline import ingest_roots
+    from warehouse.export import is_export
 
+    exports = [root for root in roots if is_export(root)]
+    for root in exports:
+        _restore(obj["db_url"], root, quiet)
+    roots = tuple(root for root in roots if root not in exports)
+    if not roots:
+        return
     started = time.monotonic()
     with _progress(quiet) as on_file:
         report = ingest_roots(obj["db_url"], list(roots), manifests, progress=on_file,
                               max_line_bytes=int(max_line_mb * 1024 * 1024))
     _print_report(report, time.monotonic() - started, quiet)
     sys.exit(report.exit_code)
+
+
+def _restore(db_url: str, root: str, quiet: bool) -> None:
+    from warehouse.export import restore_export
+
+    restored, warnings = restore_export(db_url, root)
+    for warning in [] if quiet else warnings:
+        click.secho(f"Warning: {warning}", fg="yellow", err=True)
+    if not quiet:
+        click.echo(f"Restored {len(restored)} tables, {sum(r.rows for r in restored):,} rows, from {root}")
 
 
 @click.command()

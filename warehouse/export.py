@@ -1,23 +1,35 @@
-"""Export the warehouse as Parquet, partitioned by run, for a data lake or a distributed engine.
+"""Export the warehouse as Parquet, partitioned by run, and restore a warehouse from it.
 
 Layout: `DIR/<relation>/run_id=<run>/data_0.parquet` for every table and view with a
-`run_id` column (Hive partitioning, which Spark, Trino and DuckDB read as a column), and
+`run_id` column (Hive partitioning, which Spark, Trino and DuckDB read as a column; the files
+keep `run_id` too, so a NULL or numeric-looking run id reads back exactly), and
 `DIR/<relation>.parquet` for the few without one (arms, questions, sources...) and for an
-empty relation (a partitioned write of no rows writes no file). The heavy
-`node_payloads` (prompts, completions, token ids) are left out unless asked for; they are
-then partitioned by their node's run.
+empty relation (a partitioned write of no rows writes no file). `node_payloads` (prompts,
+completions, token ids: the heavy table) are partitioned by their node's run, and left out
+only when asked (`payloads=False`).
+
+`DIR/export_manifest.json` lists every relation (table or view), its file(s), row count and
+columns, and the schema revision. `warehouse ingest DIR` on an empty warehouse at that revision
+restores every table from it (:func:`restore_export`) in one transaction, row counts checked
+against the manifest: the restored warehouse equals the exported one, table by table.
 """
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from warehouse.errors import TerminalError
 
 PAYLOADS = "node_payloads"
-#: Alembic's bookkeeping is not data.
+MANIFEST = "export_manifest.json"
+FORMAT = 1  # the manifest's layout version
+#: Alembic's bookkeeping is not data: the target's own is written by its `init`.
 SKIPPED = {"alembic_version"}
+#: Written by `init` too: a restore replaces them with the export's rows.
+CATALOG = ("arms", "questions")
 
 
 @dataclass
@@ -26,38 +38,45 @@ class Exported:
     path: Path
     rows: int
     partitioned: bool
+    kind: str = "table"  # table | view
 
 
-def export_parquet(url: str, out_dir: str | Path, payloads: bool = False,
+def export_parquet(url: str, out_dir: str | Path, payloads: bool = True,
                    overwrite: bool = False) -> list[Exported]:
-    """Write every table and view of the warehouse under `out_dir` as Parquet."""
+    """Write every table and view of the warehouse under `out_dir` as Parquet, and the
+    manifest that `warehouse ingest` restores it from."""
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.migrate import head_revision, require_head
 
     out = Path(out_dir)
     with connect(url, read_only=True) as con:
         require_head(con, url)
         relations = _relations(con, payloads)
-        _prepare(out, [name for name, _ in relations], overwrite)
-        return [_export_one(con, name, has_run, out) for name, has_run in relations]
+        _prepare(out, [name for name, _, _ in relations], overwrite)
+        done = [_export_one(con, name, kind, has_run, out) for name, kind, has_run in relations]
+        columns = {e.relation: _columns(con, e.relation) for e in done}
+    _write_manifest(out, done, columns, head_revision(), left_out=[] if payloads else [PAYLOADS])
+    return done
 
 
-def _relations(con, payloads: bool) -> list[tuple[str, bool]]:
-    """(name, has a run_id column) for every table and view in the main schema."""
+def _relations(con, payloads: bool) -> list[tuple[str, str, bool]]:
+    """(name, table | view, has a run_id column) for every table and view in the main schema."""
     rows = con.execute(
-        "SELECT t.table_name, bool_or(c.column_name = 'run_id') "
+        "SELECT t.table_name, any_value(t.table_type), bool_or(c.column_name = 'run_id') "
         "FROM information_schema.tables AS t "
-        "JOIN information_schema.columns AS c USING (table_schema, table_name) "
-        "WHERE t.table_schema = 'main' GROUP BY t.table_name ORDER BY t.table_name"
+        "JOIN information_schema.columns AS c USING (table_catalog, table_schema, table_name) "
+        "WHERE t.table_schema = 'main' AND t.table_catalog = current_database() "
+        "GROUP BY t.table_name ORDER BY t.table_name"
     ).fetchall()
-    keep = [(n, bool(r)) for n, r in rows if n not in SKIPPED]
+    keep = [(n, "view" if kind == "VIEW" else "table", bool(r)) for n, kind, r in rows if n not in SKIPPED]
     if payloads:
-        return [(n, True if n == PAYLOADS else r) for n, r in keep]
-    return [(n, r) for n, r in keep if n != PAYLOADS]
+        return [(n, k, True if n == PAYLOADS else r) for n, k, r in keep]
+    return [(n, k, r) for n, k, r in keep if n != PAYLOADS]
 
 
 def _prepare(out: Path, names: list[str], overwrite: bool) -> None:
     targets = [p for n in names for p in (out / n, out / f"{n}.parquet") if p.exists()]
+    targets += [out / MANIFEST] if (out / MANIFEST).exists() else []
     if targets and not overwrite:
         raise TerminalError(
             f"{targets[0]} already exists. Pass --overwrite to replace the export in {out}."
@@ -67,18 +86,18 @@ def _prepare(out: Path, names: list[str], overwrite: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _export_one(con, name: str, has_run: bool, out: Path) -> Exported:
+def _export_one(con, name: str, kind: str, has_run: bool, out: Path) -> Exported:
     select = _select(name)
     rows = con.execute(f"SELECT count(*) FROM ({select})").fetchone()[0]
     if has_run and rows:
         target = out / name
-        options = "FORMAT PARQUET, PARTITION_BY (run_id)"
+        options = "FORMAT PARQUET, PARTITION_BY (run_id), WRITE_PARTITION_COLUMNS true"
     else:
         target = out / f"{name}.parquet"
         options = "FORMAT PARQUET"
     # COPY takes no bound parameter for its target: the path is quoted as a string literal.
     con.execute(f"COPY ({select}) TO {_literal(str(target))} ({options})")
-    return Exported(name, target, rows, has_run and rows > 0)
+    return Exported(name, target, rows, has_run and rows > 0, kind)
 
 
 def _select(name: str) -> str:
@@ -86,9 +105,117 @@ def _select(name: str) -> str:
 
     if name == PAYLOADS:  # payload rows carry no run_id of their own: take their node's
         return ('SELECT n."run_id", p.* FROM "node_payloads" AS p '
-                'JOIN "nodes" AS n USING ("source_id", "line_no")')
+                'LEFT JOIN "nodes" AS n USING ("source_id", "line_no")')
     return f"SELECT * FROM {quote_identifier(name)}"
+
+
+def _columns(con, name: str) -> list[list[str]]:
+    from warehouse.db import quote_identifier
+
+    return [[d[0], str(d[1])] for d in con.execute(
+        f"DESCRIBE SELECT * FROM {quote_identifier(name)}").fetchall()]
+
+
+def _write_manifest(out: Path, done: list[Exported], columns: dict, revision: str,
+                    left_out: list[str]) -> None:
+    doc = {"format": FORMAT, "schema_revision": revision,
+           "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "left_out": left_out,
+           "relations": [{"name": e.relation, "kind": e.kind, "rows": e.rows,
+                          "path": e.path.relative_to(out).as_posix(), "partitioned": e.partitioned,
+                          "columns": columns[e.relation]} for e in done]}
+    (out / MANIFEST).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+# --- restore -----------------------------------------------------------------------------------
+
+@dataclass
+class Restored:
+    table: str
+    rows: int
+
+
+def is_export(path: str | Path) -> bool:
+    """Whether `path` is a directory `export_parquet` wrote (it holds the manifest)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def restore_export(url: str, export_dir: str | Path) -> tuple[list[Restored], list[str]]:
+    """Load every table of the export into the (empty) warehouse at `url`, in one transaction.
+
+    Returns the tables restored and the warnings (tables the export left out). Refuses, with
+    nothing written, a warehouse that already holds run data, an export of another schema
+    revision, and an export whose files do not hold the manifest's row counts.
+    """
+    from warehouse.config import display_name
+    from warehouse.db import connect, transaction
+    from warehouse.migrate import require_head
+
+    root = Path(export_dir)
+    doc = read_manifest(root)
+    tables = [r for r in doc["relations"] if r["kind"] == "table" and r["name"] not in SKIPPED]
+    with connect(url) as con:
+        require_head(con, url)
+        _refuse_other_revision(doc, root)
+        _refuse_data(con, display_name(url), root)
+        restored = transaction(con, lambda: [_restore_one(con, root, r) for r in tables])
+    warnings = [f"{root} was exported without {name}: the restored warehouse has none"
+                for name in doc.get("left_out", [])]
+    return restored, warnings
+
+
+def read_manifest(root: Path) -> dict:
+    path = root / MANIFEST
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TerminalError(f"{path}: not a readable export manifest ({exc}).") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("relations"), list):
+        raise TerminalError(f"{path}: not an export manifest of format {FORMAT}; export again with "
+                            "this version's 'warehouse export'.")
+    return doc
+
+
+def _refuse_other_revision(doc: dict, root: Path) -> None:
+    from warehouse.migrate import head_revision
+
+    head = head_revision()
+    if doc.get("schema_revision") != head:
+        raise TerminalError(f"{root} was exported at schema {doc.get('schema_revision')}, this version's is "
+                            f"{head}: restore it with the version that exported it, then run "
+                            "'warehouse upgrade'.")
+
+
+def _refuse_data(con, name: str, root: Path) -> None:
+    from warehouse.schema import TABLE_NAMES
+
+    full = [t for t in TABLE_NAMES if t not in CATALOG
+            and con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]]
+    if full:
+        raise TerminalError(f"{name} already holds data ({', '.join(full[:4])}): an export restores into "
+                            f"an empty warehouse only. Run 'warehouse --db NEW init', then ingest {root} there.")
+
+
+def _restore_one(con, root: Path, relation: dict) -> Restored:
+    from warehouse.db import quote_identifier as qi
+
+    name = relation["name"]
+    cols = [c for (c,) in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [name]).fetchall()]
+    names = ", ".join(qi(c) for c in cols)
+    files = str(root / relation["path"] / "*" / "*.parquet") if relation["partitioned"] \
+        else str(root / relation["path"])
+    if name in CATALOG:
+        con.execute(f"DELETE FROM {qi(name)}")
+    con.execute(f"INSERT INTO {qi(name)} ({names}) SELECT {names} "
+                "FROM read_parquet(?, hive_partitioning = false)", [files])
+    rows = con.execute(f"SELECT count(*) FROM {qi(name)}").fetchone()[0]
+    if rows != relation["rows"]:
+        raise TerminalError(f"{name}: the export's manifest lists {relation['rows']} rows, its files hold "
+                            f"{rows}; nothing was restored. Export again.")
+    return Restored(name, rows)

@@ -5,6 +5,8 @@ Imports stay inside the callbacks so `warehouse --help` never loads duckdb or ma
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at import
@@ -68,14 +70,19 @@ def report(obj: dict, run_id: str, out_dir: str) -> None:
 
 @click.command()
 @click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False))
-@click.option("--payloads", is_flag=True,
-              help="Also export node_payloads (prompts, completions, token ids: large).")
+@click.option("--payloads/--no-payloads", default=True, show_default=True,
+              help="Export node_payloads (prompts, completions, token ids: the large table). "
+                   "Without them the export cannot restore the warehouse whole.")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier export in DIR.")
 @click.pass_obj
 def export(obj: dict, out_dir: str, payloads: bool, overwrite: bool) -> None:
-    """Export every table and view as Parquet under DIR, partitioned by run_id."""
-    from warehouse.export import export_parquet
+    """Export every table and view as Parquet under DIR, partitioned by run_id, with a
+    manifest (DIR/export_manifest.json): 'warehouse --db NEW ingest DIR' restores the
+    warehouse from it into an empty NEW (after 'warehouse --db NEW init')."""
+    from warehouse.export import MANIFEST, export_parquet
 
     for item in export_parquet(obj["db_url"], out_dir, payloads=payloads, overwrite=overwrite):
         layout = "partitioned by run_id" if item.partitioned else "one file"
         click.echo(f"{item.relation}: {item.rows} rows -> {item.path} ({layout})")
+    click.echo(f"Manifest: {Path(out_dir) / MANIFEST}. Restore it into a fresh warehouse with: "
+               f"warehouse --db NEW init && warehouse --db NEW ingest {out_dir}")

@@ -1,6 +1,8 @@
 """`warehouse export DIR`: Parquet partitioned by run, readable back with the same rows."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -36,7 +38,11 @@ def test_export_partitions_by_run_and_round_trips(db, tmp_path):
                 "SELECT run_id, round, task, valid_rate FROM SRC ORDER BY 1, 2, 3")[0] \
         == ("run_a", 1, "cactus", 0.5)
     assert (out / "arms.parquet").exists()  # no run_id column: one file
-    assert not (out / "node_payloads").exists() and "alembic_version" not in result.output
+    assert "alembic_version" not in result.output
+    manifest = json.loads((out / "export_manifest.json").read_text())
+    listed = {r["name"]: r for r in manifest["relations"]}
+    assert listed["nodes"]["rows"] == 24 and listed["nodes"]["kind"] == "table" and listed["nodes"]["partitioned"]
+    assert listed["task_round_metrics"]["kind"] == "view" and "node_payloads" in listed
 
 
 def test_export_refuses_to_overwrite_without_the_flag(db, tmp_path):
@@ -48,7 +54,51 @@ def test_export_refuses_to_overwrite_without_the_flag(db, tmp_path):
     assert read(f"{tmp_path}/steps/*/*.parquet", "SELECT count(*) FROM SRC") == [(3,)]
 
 
-def test_payloads_only_on_request_and_partitioned_by_their_nodes_run(db, tmp_path):
-    result = CliRunner().invoke(main, ["--db", db, "export", str(tmp_path), "--payloads"])
+def test_payloads_are_left_out_only_on_request_and_the_manifest_says_so(db, tmp_path):
+    result = CliRunner().invoke(main, ["--db", db, "export", str(tmp_path), "--no-payloads"])
     assert result.exit_code == 0, result.output
-    assert "node_payloads: 0 rows" in result.output  # the small warehouse has none
+    assert "node_payloads" not in result.output
+    assert json.loads((tmp_path / "export_manifest.json").read_text())["left_out"] == ["node_payloads"]
+
+
+def table_rows(url: str) -> dict:
+    from warehouse.db import connect
+    from warehouse.schema import TABLE_NAMES
+
+    with connect(url, read_only=True) as con:
+        return {t: con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall() for t in TABLE_NAMES}
+
+
+def test_ingesting_an_export_into_a_fresh_warehouse_restores_every_table(db, tmp_path):
+    from warehouse.migrate import init_db
+
+    runner = CliRunner()
+    assert runner.invoke(main, ["--db", db, "export", str(tmp_path / "lake")]).exit_code == 0
+    fresh = tmp_path / "fresh.duckdb"
+    init_db(f"duckdb:///{fresh}")
+    result = runner.invoke(main, ["--db", str(fresh), "ingest", str(tmp_path / "lake")])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Restored ")
+    original, restored = table_rows(f"duckdb:///{db}"), table_rows(f"duckdb:///{fresh}")
+    assert sum(map(len, original.values())) > 40 and original["nodes"] and original["steps"]
+    for table in original:
+        assert restored[table] == original[table], table
+    again = runner.invoke(main, ["--db", str(fresh), "ingest", str(tmp_path / "lake")])  # refused, unchanged
+    assert again.exit_code == 1 and "already holds data" in again.output and "Traceback" not in again.output
+    assert table_rows(f"duckdb:///{fresh}") == original
+
+
+def test_an_export_whose_files_lost_rows_restores_nothing(db, tmp_path):
+    from warehouse.migrate import init_db
+
+    lake = tmp_path / "lake"
+    assert CliRunner().invoke(main, ["--db", db, "export", str(lake)]).exit_code == 0
+    manifest = json.loads((lake / "export_manifest.json").read_text())
+    for relation in manifest["relations"]:
+        relation["rows"] += relation["name"] == "steps"
+    (lake / "export_manifest.json").write_text(json.dumps(manifest))
+    fresh = f"duckdb:///{tmp_path / 'fresh.duckdb'}"
+    init_db(fresh)
+    result = CliRunner().invoke(main, ["--db", fresh, "ingest", str(lake)])
+    assert result.exit_code == 1 and "steps: the export's manifest lists 4 rows, its files hold 3" in result.output
+    assert sum(map(len, table_rows(fresh).values())) == len(table_rows(fresh)["arms"]) + len(table_rows(fresh)["questions"])
