@@ -28,7 +28,7 @@ RM_SETS = ["--set", "grad_accum=2", "--set", "max_steps=4", "--set", "save_at=2"
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory, tiny_model, tiny_tokenizer):  # noqa: F811 - the fixtures above
+def policy_dir(tmp_path_factory, tiny_model, tiny_tokenizer):
     path = tmp_path_factory.mktemp("policy")
     tiny_model.save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
