@@ -1,26 +1,31 @@
-"""The record-level API: the trainer writes its rounds straight into the warehouse.
+"""The record-level API: the trainers write their rows straight into the warehouse.
 
 Same schema, same normalization, same derived rows as `warehouse ingest` on files: each
 record list is turned into JSON lines and goes through `ingest.normalize` and `ingest.load`,
 exactly like the lines of a `<task>__<ts>.jsonl` file. Nothing here opens or commits a
-transaction, so a caller can group a whole round (or a round and its step) atomically::
+transaction, so a caller groups a whole round (its nodes, its step's timing row and metrics)
+atomically in `warehouse.db.transaction`, which on DuckLake redoes a commit that lost to
+another writer's (`train.writer.commit_round` does exactly this)::
 
-    import duckdb
-    from ingest.records import upsert_run, load_task_round, load_steps
+    from ingest.records import load_step_metrics, load_steps, load_task_round, upsert_run
+    from warehouse.db import connect, transaction
 
-    con = duckdb.connect("warehouse.duckdb")        # at schema head (`warehouse init`)
-    con.execute("BEGIN TRANSACTION")
-    upsert_run(con, {"run_id": "20261129_081500_mini", "arm": None, "kind": "training"})
-    for task, records in round_records.items():
-        load_task_round(con, run_id="20261129_081500_mini", round=3, task=task,
-                        records=records, summary=summaries.get(task),
-                        source_path=f"train://20261129_081500_mini/round_3/{task}")
-    load_steps(con, "20261129_081500_mini", [{"step": 3, "total_s": 41.2,
-               "phases_s": {"gen": 30.0, "update_actor": 11.0}}],
-               source_path="train://20261129_081500_mini/timing")
-    load_step_metrics(con, "20261129_081500_mini", [{"step": 3, "loss": 0.12, "kl": 0.004}],
-                      source_path="train://20261129_081500_mini/round_3/step_metrics")
-    con.execute("COMMIT")
+    run = "20261129_081500_mini"
+
+    def write_round():
+        upsert_run(con, {"run_id": run, "arm": None, "kind": "training"})
+        for task, records in round_records.items():
+            load_task_round(con, run_id=run, round=3, task=task, records=records,
+                            summary=summaries.get(task), source_path=f"train://{run}/round_3/{task}")
+        load_steps(con, run, [{"step": 3, "total_s": 41.2, "phases_s": {"gen": 30.0}}],
+                   source_path=f"train://{run}/round_3/timing")
+        load_step_metrics(con, run, [{"step": 3, "loss": 0.12, "kl": 0.004}],
+                          source_path=f"train://{run}/round_3/step_metrics")
+
+    with connect("duckdb:///warehouse.duckdb") as con:   # at schema head (`warehouse init`)
+        transaction(con, write_round)
+
+The reward-model tables have theirs in :mod:`ingest.rm_records`, used the same way.
 
 Loading the same `source_path` again replaces what the previous load wrote (nodes, payloads,
 errors; the task-round and its groups are recomputed). Malformed records are not raised:

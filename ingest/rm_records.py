@@ -5,34 +5,37 @@ A reward-model run is one `runs` row of kind `reward_model` plus rows of the `rm
 have the same shape: a record is a dict whose keys are the table's columns, and
 `warehouse ingest` calls these same functions with the parsed lines of each file, so a run
 written by `train rm` and the same run exported (`export_run`) and ingested give the same
-rows. Nothing here opens or commits a transaction: a caller groups writes atomically::
+rows. Nothing here opens or commits a transaction: a caller groups writes atomically in
+`warehouse.db.transaction` (as `train.rm.publish` does; on DuckLake it redoes a commit that
+lost to another writer's); the column types come from `warehouse.schema`::
 
-    import duckdb
     from ingest.rm_records import (make_receipt, summary_bytes, write_artifacts,
                                    write_budget, write_evaluation, write_jobs, write_run,
                                    write_steps)
+    from warehouse.db import connect, transaction
 
-    con = duckdb.connect("warehouse.duckdb")          # at schema head (`warehouse init`)
-    con.execute("BEGIN TRANSACTION")
-    write_run(con, {"run_id": "rm_20261201_0300", "task": "ultrafeedback_bt_rm_rewardbench",
-                    "base_model": "tiny", "train_pairs": 512,
-                    "reference": {"reference_id": "rb_v1_shipped", "evaluator":
-                                  "rewardbench_v1_score", "score": 74.568936}})
-    write_jobs(con, "rm_20261201_0300", [{"job": "formal", "phase": "formal", "members": 2}])
-    write_steps(con, "rm_20261201_0300", [{"job": "formal", "step": 1, "member": 0,
-                "loss": 0.69, "accuracy": 0.5, "lr": 5e-6, "grad_norm": 1.2, "seconds": 0.8,
-                "peak_mem_gib": 0.4}])
-    write_artifacts(con, "rm_20261201_0300", [{"job": "formal", "progress": 64,
-                    "path": "ckpt/64", "dtype": "bfloat16", "loadable": True,
-                    "retained": True, "members": 2}])
+    run = "rm_20261201_0300"
     summary = {"evaluation_id": "final_64", "job": "formal", "phase": "formal",
                "progress": 64, "evaluator": "rewardbench_v1_score", "split": "full",
                "n": 2985, "score": 61.2, "se": 0.95, "sections": {"Chat": 80.0}}
-    write_evaluation(con, "rm_20261201_0300", summary,
-                     receipt=make_receipt(summary_bytes(summary)))   # finished: official
-    write_budget(con, "rm_20261201_0300", {"formal": {"wall_clock_s": 3600,
-                 "reserve_s": 600, "train_s": 2950.0, "stop_reason": "completed"}})
-    con.execute("COMMIT")
+
+    def write():
+        write_run(con, {"run_id": run, "task": "ultrafeedback_bt_rm_rewardbench",
+                        "base_model": "tiny", "train_pairs": 512,
+                        "reference": {"reference_id": "rb_v1_shipped", "evaluator":
+                                      "rewardbench_v1_score", "score": 74.568936}})
+        write_jobs(con, run, [{"job": "formal", "phase": "formal", "members": 2}])
+        write_steps(con, run, [{"job": "formal", "step": 1, "member": 0, "loss": 0.69,
+                    "accuracy": 0.5, "lr": 5e-6, "grad_norm": 1.2, "seconds": 0.8}])
+        write_artifacts(con, run, [{"job": "formal", "progress": 64, "path": "ckpt/64",
+                        "dtype": "bfloat16", "loadable": True, "retained": True, "members": 2}])
+        write_evaluation(con, run, summary,
+                         receipt=make_receipt(summary_bytes(summary)))   # finished: official
+        write_budget(con, run, {"formal": {"wall_clock_s": 3600, "reserve_s": 600,
+                                           "train_s": 2950.0, "stop_reason": "completed"}})
+
+    with connect("duckdb:///warehouse.duckdb") as con:   # at schema head (`warehouse init`)
+        transaction(con, write)
 
 Each write is a `sources` row (`source_path`, by default `train://<run>/<file>`); writing the
 same source again replaces what the previous write of it wrote, so a trainer may rewrite its
