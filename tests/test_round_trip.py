@@ -5,7 +5,8 @@ Two rounds of `train run` (learning on: rounds, nodes, payloads, steps and step_
 export` writes it as Parquet with its manifest; `warehouse ingest` of the export into a fresh
 warehouse restores it, and every table holds the same rows. On the file, on DuckLake with a
 SQLite catalog, and on DuckLake with a PostgreSQL catalog where $ROLLOUT_TEST_PG_CONNINFO
-names a server (.ci/stage_ducklake.sh starts one and makes the two databases used here).
+names a server (.ci/stage_ducklake.sh starts one and makes the two databases used here; the
+test empties them first, so it can run again).
 
 The models are built in the session (a 2-layer policy, the canned backend of
 tests/train/test_run.py; the 2-layer reward-model base of tests/train/rm), so the whole test
@@ -70,8 +71,11 @@ def _urls(backend: str, tmp_path) -> tuple[str, str]:
         conninfo = os.environ.get(PG_ENV)
         if not conninfo:
             pytest.skip(f"needs a PostgreSQL server: set {PG_ENV} (.ci/stage_ducklake.sh does)")
-        urls = tuple(resolve_db_url(f"ducklake:postgres:{_database(conninfo, f'ducklake_rt_{name}')}",
-                                    tmp_path / f"{name}_files") for name in ("trained", "restored"))
+        databases = [_database(conninfo, f"ducklake_rt_{name}") for name in ("trained", "restored")]
+        for database in databases:
+            _empty(database)
+        urls = tuple(resolve_db_url(f"ducklake:postgres:{database}", tmp_path / f"{name}_files")
+                     for database, name in zip(databases, ("trained", "restored")))
     for url in urls:
         init_db(url)
     return urls
@@ -81,6 +85,21 @@ def _database(conninfo: str, name: str) -> str:
     """The conninfo with another database name (the stage makes ducklake_rt_trained and _restored)."""
     rest = re.sub(r"\bdbname=\S+", "", conninfo).strip()
     return f"dbname={name} {rest}"
+
+
+def _empty(conninfo: str) -> None:
+    """Drop what an earlier run of this test left in the database (its DuckLake catalog)."""
+    import duckdb
+
+    from warehouse.db import extension_file
+
+    con = duckdb.connect(config={"autoinstall_known_extensions": False})
+    try:
+        con.execute(f"LOAD '{extension_file('postgres_scanner')}'")
+        con.execute(f"ATTACH '{conninfo}' AS pg (TYPE postgres)")
+        con.execute("CALL postgres_execute('pg', 'DROP SCHEMA public CASCADE; CREATE SCHEMA public')")
+    finally:
+        con.close()
 
 
 def _tables(url: str) -> dict:
