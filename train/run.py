@@ -29,6 +29,7 @@ from train.factories import (deal_over_ranks, initial_trees, load_run_policy, ma
                              make_writer, prepare_model, resume_point, round_context)
 from train.learner import make_learner, resumed_update_base, round_samples
 from train.settings import RunOptions, resolve_settings, resolve_tasks
+from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
 from train.weight_sync import generation_copy, sync_generator, update_weights
 
 
@@ -163,7 +164,7 @@ def round_line(round_no: int, result, where: str, log) -> dict:
     """Log the round's one-line summary; returns its counts (the RunReport's entry)."""
     records = result.all_records()
     counts = {"round": round_no, "nodes": len(records),
-              "executed": sum(r.get("exec_time") is not None for r in records),
+              "executed": sum(r["exc_type"] != PROMPT_ERROR_EXC_TYPE for r in records),  # as each task's line counts
               "valid": sum(r["status"] == "ok" for r in records),
               "drafts": sum(r["mode"] == "draft" for r in records),
               "best_reward": max((r["reward"] for r in records), default=None), "written_to": where}
