@@ -110,10 +110,8 @@ def _select(name: str) -> str:
 
 
 def _columns(con, name: str) -> list[list[str]]:
-    from warehouse.db import quote_identifier
-
-    return [[d[0], str(d[1])] for d in con.execute(
-        f"DESCRIBE SELECT * FROM {quote_identifier(name)}").fetchall()]
+    """(name, type) of each column the files hold (payloads: their node's run_id first)."""
+    return [[d[0], str(d[1])] for d in con.execute(f"DESCRIBE {_select(name)}").fetchall()]
 
 
 def _write_manifest(out: Path, done: list[Exported], columns: dict, revision: str,
