@@ -15,6 +15,7 @@ from warehouse.errors import QueryError
 class Result:
     columns: list[str]
     rows: list[tuple]
+    types: list[str] | None = None  # DuckDB's column types, when known (numbers right-align)
 
 
 def run_query(url: str, query: str, params: list | tuple | None = None) -> Result:
@@ -27,11 +28,11 @@ def run_query(url: str, query: str, params: list | tuple | None = None) -> Resul
         require_head(con, url)
         try:
             cur = con.execute(query, params or [])
-        except duckdb.Error as exc:
-            raise QueryError(str(exc).strip().splitlines()[0]) from None
+        except duckdb.Error as exc:  # every line: DuckDB's hints ('Did you mean "nodes"?') follow the first
+            raise QueryError(str(exc).strip()) from None
         if cur.description is None:
             return Result([], [])
-        return Result([d[0] for d in cur.description], cur.fetchall())
+        return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
 
 
 def list_tables(url: str) -> Result:
@@ -84,15 +85,6 @@ def render(result: Result, fmt: str) -> str:
 
 
 def _table(result: Result) -> str:
-    from rich.console import Console
-    from rich.table import Table
+    from warehouse.terminal import table_text
 
-    table = Table(show_edge=False, header_style="bold")
-    for col in result.columns:
-        table.add_column(col, overflow="fold")
-    for row in result.rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
-    console.print(table)
-    console.print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
-    return console.file.getvalue()
+    return table_text(result)
