@@ -32,7 +32,7 @@ def export_parquet(url: str, out_dir: str | Path, payloads: bool = False,
                    overwrite: bool = False) -> list[Exported]:
     """Write every table and view of the warehouse under `out_dir` as Parquet."""
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     out = Path(out_dir)
     with connect(url, read_only=True) as con:

@@ -33,7 +33,7 @@ def metrics(url: str, view: str = DEFAULT_VIEW, run: str | None = None,
             task: str | None = None) -> Result:
     """Rows of one report view, optionally for one run and/or one task, in key order."""
     from warehouse.db import connect, quote_identifier
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     keys = _view_keys(view)
     with connect(url, read_only=True) as con:

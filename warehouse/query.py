@@ -22,7 +22,7 @@ def run_query(url: str, query: str, params: list | tuple | None = None) -> Resul
     """Run one statement on a read-only connection (a query can never change the data)."""
     import duckdb
 
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
@@ -37,7 +37,7 @@ def run_query(url: str, query: str, params: list | tuple | None = None) -> Resul
 
 def list_tables(url: str) -> Result:
     """Every table and view with its kind and row count."""
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
