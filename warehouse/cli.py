@@ -139,6 +139,16 @@ def tables(obj: dict) -> None:
     click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
 
 
+@main.command("view-sql")
+@click.argument("view")
+def view_sql(view: str) -> None:
+    """Print VIEW's SELECT (its sql/ file without the CREATE VIEW line), to paste as a BI
+    tool's virtual dataset (Superset: SQL Lab, then Save dataset; see docs/bi.md)."""
+    from sql import view_body
+
+    click.echo(view_body(view), nl=False)
+
+
 @main.command("migrate-to")
 @click.argument("target", metavar="URL")
 @click.option("--target-data-path", metavar="DIR",
