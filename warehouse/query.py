@@ -1,10 +1,7 @@
-"""Ad-hoc SQL against the warehouse, and rendering results as a table, CSV or JSON."""
+"""Ad-hoc SQL against the warehouse: a query's or the catalog's rows as a `Result`
+(warehouse.terminal renders one as a table, CSV or JSON)."""
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 from dataclasses import dataclass
 
 from warehouse.db import connect
@@ -54,37 +51,3 @@ def list_tables(url: str) -> Result:
                 n = f"error: {str(exc).splitlines()[0]}"
             rows.append((name, "view" if kind == "VIEW" else "table", n))
     return Result(["name", "kind", "rows"], rows)
-
-
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if hasattr(value, "__float__") and not isinstance(value, (int, float, bool)):
-        return float(value)  # Decimal
-    return value
-
-
-def render(result: Result, fmt: str) -> str:
-    """Render as `table` (aligned text), `csv` or `json` (a list of objects)."""
-    if fmt == "json":
-        records = [dict(zip(result.columns, map(_jsonable, row))) for row in result.rows]
-        return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(result.columns)
-        writer.writerows(["" if v is None else v for v in row] for row in result.rows)
-        return buf.getvalue()
-    return _table(result)
-
-
-def _table(result: Result) -> str:
-    from warehouse.terminal import table_text
-
-    return table_text(result)

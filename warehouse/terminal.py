@@ -9,18 +9,49 @@ one precision per float column).
 
 `warehouse metrics` shows a view's key columns (`DEFAULT_COLUMNS`, or the caller's choice),
 one table per run with the run id as its title; one row of a one-key view (a run's
-run_metrics) reads as a vertical key/value list instead. CSV and JSON never come through
-here: they keep every column.
+run_metrics) reads as a vertical key/value list instead. `render` also writes a result as
+CSV or JSON, which keep every column and every value whole.
 """
 from __future__ import annotations
 
+import csv
 import io
+import json
+import math
 import shutil
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
 from warehouse.formatting import format_column, format_value, is_number
 from warehouse.query import Result
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if hasattr(value, "__float__") and not isinstance(value, (int, float, bool)):
+        return float(value)  # Decimal
+    return value
+
+
+def render(result: Result, fmt: str) -> str:
+    """Render as `table` (aligned text), `csv` or `json` (a list of objects)."""
+    if fmt == "json":
+        records = [dict(zip(result.columns, map(_jsonable, row))) for row in result.rows]
+        return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows(["" if v is None else v for v in row] for row in result.rows)
+        return buf.getvalue()
+    return table_text(result)
+
 
 #: The columns `warehouse metrics` prints by default, per view (the rest: --all / --columns).
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
