@@ -57,10 +57,10 @@ def _supported_url(value: str) -> str:
     """A duckdb:// URL as given; any other scheme is one error naming what works."""
     from warehouse.errors import TerminalError
 
-    if value.startswith("duckdb://"):
+    if value.startswith("duckdb:///"):
         return value
     scheme = value.split("://", 1)[0]
-    hint = {"postgres": " (a PostgreSQL catalog: ducklake:postgres:CONNINFO)",
+    hint = {"duckdb": " (three slashes before a relative path, four before an absolute one)","postgres": " (a PostgreSQL catalog: ducklake:postgres:CONNINFO)",
             "postgresql": " (a PostgreSQL catalog: ducklake:postgres:CONNINFO)",
             "sqlite": " (a SQLite catalog: ducklake:sqlite:PATH)",
             "s3": " (files on object storage: a DuckLake catalog with --data-path s3://...)"}

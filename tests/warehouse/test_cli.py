@@ -106,7 +106,7 @@ def test_sql_error_keeps_duckdbs_hints(db_url):
 
 
 @pytest.mark.parametrize("url", ["postgres://x", "sqlite:///x.db", "s3://bucket/warehouse.duckdb",
-                                 "mysql+pymysql://u@h/db"])
+                                 "mysql+pymysql://u@h/db", "duckdb://wh.duckdb"])
 def test_an_unsupported_url_is_one_error_line_naming_what_works(tmp_path, url):
     result = CliRunner().invoke(warehouse_main, ["--db", url, "tables"])
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
