@@ -10,9 +10,10 @@ ETAs are estimates from this run's own pace: a round's from its expansions done 
 step's from the previous step's phase times (none for the first step).
 
 While the display is drawn, nothing else may write to the terminal, or the frames it redraws
-are left behind in the scrollback: Python warnings (a library's FutureWarning) and logged
-warnings (the sandbox's fallback notice) are printed above the display instead, each text
-once, and stray prints to stdout or stderr go above it too.
+are left behind in the scrollback: from `make_monitor` to `close`, Python warnings (a
+library's FutureWarning) and logged warnings (the sandbox's fallback notice) are printed as
+one `Warning:` line each, above the display, each text once; stray prints to stdout or stderr
+while it is drawn go above it too.
 
 `step_line` is the one line a step prints (with or without the display): the few metrics a
 researcher watches, not every key of its step_metrics row.
@@ -32,7 +33,9 @@ def make_monitor(quiet: bool = False, stream=None):
     stream = stream or sys.stdout
     if quiet or not getattr(stream, "isatty", lambda: False)():
         return None
-    return LiveProgress(stream)
+    monitor = LiveProgress(stream)
+    monitor.capture_warnings()  # from now on (the model's loading warns before round 1) until close()
+    return monitor
 
 
 @dataclass
@@ -131,8 +134,16 @@ class LiveProgress:
 
             self.console.print(Text(f"Warning: {text}", style="yellow"))  # a styled Text: the display keeps its own
 
+    def capture_warnings(self) -> None:
+        """Print Python warnings and logged warnings through `warn` until `close`."""
+        if self._restore is None:
+            self._restore = _route_warnings(self.warn)
+
     def close(self) -> None:
         self._stop()
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
 
     # --- drawing -----------------------------------------------------------------------------
     def render(self):
@@ -182,16 +193,12 @@ class LiveProgress:
         self.live = Live(self, console=self.console, refresh_per_second=4, transient=True,
                          redirect_stdout=True, redirect_stderr=True)
         self.live.start()
-        self._restore = _route_warnings(self.warn)
 
     def _refresh(self) -> None:
         if self.live is not None:
             self.live.refresh()
 
     def _stop(self) -> None:
-        if self._restore is not None:
-            self._restore()
-            self._restore = None
         if self.live is not None:
             self.live.stop()
             self.live = None

@@ -23,7 +23,9 @@ def text_of(monitor: LiveProgress) -> str:
 def test_only_an_interactive_terminal_gets_the_display():
     assert make_monitor(quiet=False, stream=io.StringIO()) is None  # a pipe, a CI log
     assert make_monitor(quiet=True, stream=Terminal()) is None
-    assert isinstance(make_monitor(quiet=False, stream=Terminal()), LiveProgress)
+    monitor = make_monitor(quiet=False, stream=Terminal())
+    assert isinstance(monitor, LiveProgress)
+    monitor.close()
 
 
 def test_a_round_shows_rows_tokens_statuses_then_the_steps_phases():
@@ -67,7 +69,8 @@ def test_warnings_print_above_the_display_once_and_leave_no_frames():
     import warnings
 
     stream = Terminal()
-    monitor = LiveProgress(stream)
+    monitor = make_monitor(stream=stream)
+    warnings.warn("a model's loading warns before round 1", FutureWarning, stacklevel=1)
     monitor.round_started(1, expansions=1, tasks=1)
     for _ in range(3):  # a sandbox fallback notice and a library's FutureWarning, each said thrice
         logging.getLogger("train.env.sandbox").warning("sandbox: %s", "no network namespace")
@@ -79,6 +82,7 @@ def test_warnings_print_above_the_display_once_and_leave_no_frames():
     out = stream.getvalue()
     assert out.count("Warning: sandbox: no network namespace") == 1
     assert out.count("Warning: FutureWarning: `past_key_values` is deprecated") == 1
+    assert out.index("Warning: FutureWarning: a model's loading warns") < out.index("Round 1")
     assert "a stray print" in out
     assert "\x1b[33m  generated" not in out  # the warning's colour stays on the warning
     # the display is transient: after close no frame is left, only the lines printed above it
@@ -86,15 +90,16 @@ def test_warnings_print_above_the_display_once_and_leave_no_frames():
     assert not any("task-expansions" in line for line in lines[-3:]), lines
 
 
-def test_capture_ends_with_the_display():
+def test_capture_ends_with_the_monitor():
     import logging
     import warnings
 
-    monitor = LiveProgress(Terminal())
     shown, handlers = warnings.showwarning, list(logging.getLogger().handlers)
+    monitor = make_monitor(stream=Terminal())
     monitor.round_started(1, expansions=1, tasks=1)
-    assert warnings.showwarning is not shown
     monitor.round_finished()
+    assert warnings.showwarning is not shown  # between rounds too
+    monitor.close()
     assert warnings.showwarning is shown and logging.getLogger().handlers == handlers
 
 
