@@ -25,6 +25,7 @@ from warehouse.errors import TerminalError
 from warehouse.formatting import format_column, format_value, is_number
 from warehouse.query import Result
 
+
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
