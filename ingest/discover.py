@@ -94,6 +94,25 @@ def discover(root: str | os.PathLike) -> Layout:
     return layout
 
 
+def require_runs(layout: Layout) -> None:
+    """A root with nothing to load is a mistake to name, not "0 runs": most often the path
+    of one run (or one round) given for the folder that holds the runs."""
+    if layout.runs or layout.rm_runs or layout.files or layout.problems:
+        return
+    root = Path(layout.root)
+    names = {p.name for p in root.iterdir()}
+    if ROUND_DIR.match(root.name):
+        run = root.parent
+        raise TerminalError(f"{root} is a round of run {run.name}, not a data root. Ingest the folder that "
+                            f"holds the runs: warehouse ingest {run.parent}")
+    if any(ROUND_DIR.match(n) for n in names) or {"timing.jsonl", RM_MANIFEST} & names:
+        raise TerminalError(f"{root} is a run folder, not a data root. Ingest the folder that holds "
+                            f"it: warehouse ingest {root.parent}")
+    raise TerminalError(f"no runs in {root}: a data root holds run folders (each with round_<N>/ or "
+                        "timing.jsonl, or a reward-model run's manifest.json). Pass the folder that "
+                        "holds them.")
+
+
 def _entries(path: Path, layout: Layout, run_id: str | None = None) -> list[os.DirEntry]:
     try:
         with os.scandir(path) as it:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ingest import derive, load
-from ingest.discover import FileJob, Layout, Problem, discover
+from ingest.discover import FileJob, Layout, Problem, discover, require_runs
 from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
@@ -87,6 +87,8 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         progress(None, report.bytes_total, 0)
     with connect(db_url) as con:
         require_head(con, db_url)
+        for layout in layouts:
+            require_runs(layout)
         lake = is_ducklake_connection(con)
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         marks = (len(report.warnings), len(report.lost_runs))

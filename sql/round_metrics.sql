@@ -44,10 +44,12 @@ timing AS (
     SELECT *,
            count(*) OVER (PARTITION BY "run_id", "step") AS "timing_rows",
            -- every phase counts: a row with a phase the table has no column for keeps its
-           -- whole phases_s object in extra, so sum that object's numbers instead
+           -- whole phases_s object in extra, so sum that object's numbers instead (read as a
+           -- MAP, not with a '$.phases_s.*' path: BI tools' SQL parser, sqlglot, rewrites that
+           -- path into an -> DuckDB rejects, and Superset runs a view's body through it)
            CASE WHEN json_type("extra", '$.phases_s') = 'OBJECT'
                 THEN list_sum(list_transform(
-                         json_extract("extra", '$.phases_s.*'),
+                         map_values(CAST(json_extract("extra", '$.phases_s') AS MAP(VARCHAR, JSON))),
                          lambda v: CASE WHEN json_type(v) IN ('BIGINT', 'UBIGINT', 'DOUBLE')
                                    THEN CAST(v AS DOUBLE) END))
                 ELSE coalesce("update_weights_s", 0) + coalesce("gen_s", 0)

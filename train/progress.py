@@ -8,11 +8,22 @@ a TTY (a CI log, a pipe), `make_monitor` returns None and the loop prints its pl
 
 ETAs are estimates from this run's own pace: a round's from its expansions done so far, a
 step's from the previous step's phase times (none for the first step).
+
+While the display is drawn, nothing else may write to the terminal, or the frames it redraws
+are left behind in the scrollback: from `make_monitor` to `close`, Python warnings (a
+library's FutureWarning) and logged warnings (the sandbox's fallback notice) are printed as
+one `Warning:` line each, above the display, each text once; stray prints to stdout or stderr
+while it is drawn go above it too.
+
+`step_line` is the one line a step prints (with or without the display): the few metrics a
+researcher watches, not every key of its step_metrics row.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -22,7 +33,9 @@ def make_monitor(quiet: bool = False, stream=None):
     stream = stream or sys.stdout
     if quiet or not getattr(stream, "isatty", lambda: False)():
         return None
-    return LiveProgress(stream)
+    monitor = LiveProgress(stream)
+    monitor.capture_warnings()  # from now on (the model's loading warns before round 1) until close()
+    return monitor
 
 
 @dataclass
@@ -67,6 +80,8 @@ class LiveProgress:
         self.round: RoundState | None = None
         self.step: StepState | None = None
         self.last_step_s: dict[str, float] = {}
+        self._said: set[str] = set()  # warnings already printed
+        self._restore = None
 
     # --- events from the loop ----------------------------------------------------------------
     def round_started(self, round_no: int, expansions: int, tasks: int) -> None:
@@ -111,8 +126,24 @@ class LiveProgress:
     def log(self, line: str) -> None:
         self.console.print(line, markup=False, highlight=False)
 
+    def warn(self, text: str) -> None:
+        """A warning above the display, once per distinct text."""
+        if text not in self._said:
+            self._said.add(text)
+            from rich.text import Text
+
+            self.console.print(Text(f"Warning: {text}", style="yellow"))  # a styled Text: the display keeps its own
+
+    def capture_warnings(self) -> None:
+        """Print Python warnings and logged warnings through `warn` until `close`."""
+        if self._restore is None:
+            self._restore = _route_warnings(self.warn)
+
     def close(self) -> None:
         self._stop()
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
 
     # --- drawing -----------------------------------------------------------------------------
     def render(self):
@@ -160,7 +191,7 @@ class LiveProgress:
 
         self._stop()
         self.live = Live(self, console=self.console, refresh_per_second=4, transient=True,
-                         redirect_stdout=False, redirect_stderr=False)
+                         redirect_stdout=True, redirect_stderr=True)
         self.live.start()
 
     def _refresh(self) -> None:
@@ -174,6 +205,50 @@ class LiveProgress:
 
     def __rich__(self):
         return self.render()
+
+
+class _WarningHandler(logging.Handler):
+    """Logged warnings (and worse) of any logger that reaches the root, to `warn`."""
+
+    def __init__(self, warn):
+        super().__init__(logging.WARNING)
+        self.warn = warn
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.warn(record.getMessage())
+
+
+def _route_warnings(warn):
+    """Send Python warnings and logged warnings to `warn`; returns the function that undoes it."""
+    shown, handler, root = warnings.showwarning, _WarningHandler(warn), logging.getLogger()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        warn(f"{category.__name__}: {message}")
+
+    warnings.showwarning = show
+    root.addHandler(handler)
+
+    def restore():
+        warnings.showwarning = shown
+        root.removeHandler(handler)
+
+    return restore
+
+
+def step_line(step: int, metrics: dict, seconds: float | None = None) -> str:
+    """`Step 3: loss 0.0123 · kl 0.00041 · entropy 1.23 · clip 0.02 · lr 1e-05 · 4,096 tokens ·
+    12.3 s`: what a researcher watches, in one short line; the step's other metrics (pg_loss,
+    kl_coef, grad_norm, micro-batches, memory) are in its step_metrics row."""
+    if metrics.get("skipped"):
+        return f"Step {step}: skipped ({metrics['skipped']})"
+    m = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    parts = [f"{label} {m[key]:.3g}" for label, key in (("loss", "loss"), ("kl", "kl"), ("entropy", "entropy"),
+                                                          ("clip", "clip_frac"), ("lr", "lr")) if key in m]
+    if "tokens" in m:
+        parts.append(f"{m['tokens']:,} tokens")
+    if seconds is not None:
+        parts.append(f"{seconds:.1f} s")
+    return f"Step {step}: " + " · ".join(parts)
 
 
 def _statuses(counts: Counter) -> str:

@@ -28,6 +28,7 @@ from train.generate.choice import choose_backend
 from train.factories import (deal_over_ranks, initial_trees, load_run_policy, make_backend,
                              make_writer, prepare_model, resume_point, round_context)
 from train.learner import make_learner, resumed_update_base, round_samples
+from train.progress import step_line
 from train.settings import RunOptions, resolve_settings, resolve_tasks
 from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
 from train.weight_sync import generation_copy, sync_generator, update_weights
@@ -123,8 +124,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
             step = timer.row(round_no)
-            log(f"Step {round_no}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()
-                                                   if isinstance(v, (int, float)) and v is not None))
+            log(step_line(round_no, metrics, step.get("total_s") if step else None))
         if not team.main:
             continue
         if monitor is not None:

@@ -124,7 +124,8 @@ def version(obj: dict) -> None:
 @click.pass_obj
 def sql(obj: dict, query: str, fmt: str) -> None:
     """Run one SQL QUERY against the warehouse (read-only) and print the result."""
-    from warehouse.query import run_query, render
+    from warehouse.query import run_query
+    from warehouse.terminal import render
 
     result = run_query(obj["db_url"], query)
     click.echo(render(result, fmt), nl=False)
@@ -134,9 +135,20 @@ def sql(obj: dict, query: str, fmt: str) -> None:
 @click.pass_obj
 def tables(obj: dict) -> None:
     """List tables and views with their row counts."""
-    from warehouse.query import list_tables, render
+    from warehouse.query import list_tables
+    from warehouse.terminal import render
 
     click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
+
+
+@main.command("view-sql")
+@click.argument("view")
+def view_sql(view: str) -> None:
+    """Print VIEW's SELECT (its sql/ file without the CREATE VIEW line), to paste as a BI
+    tool's virtual dataset (Superset: SQL Lab, then Save dataset; see docs/bi.md)."""
+    from sql import view_body
+
+    click.echo(view_body(view), nl=False)
 
 
 @main.command("migrate-to")
@@ -153,7 +165,8 @@ def migrate_to(obj: dict, target: str, target_data_path: str | None) -> None:
     rolled back.
     """
     from warehouse.config import resolve_db_url
-    from warehouse.query import Result, render
+    from warehouse.query import Result
+    from warehouse.terminal import render
     from warehouse.transfer import migrate_to as do_migrate
 
     target_url = resolve_db_url(target, target_data_path)

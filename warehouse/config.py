@@ -47,10 +47,26 @@ def resolve_db_url(db: str | os.PathLike | None = None, data_path: str | os.Path
     if value.startswith(DUCKLAKE_PREFIX):
         return _resolve_ducklake(value, data_path or os.environ.get(DATA_PATH_ENV_VAR))
     if "://" in value:
-        return value
+        return _supported_url(value)
     if value == ":memory:":
         return "duckdb:///:memory:"
     return f"duckdb:///{Path(value).expanduser().resolve()}"
+
+
+def _supported_url(value: str) -> str:
+    """A duckdb:// URL as given; any other scheme is one error naming what works."""
+    from warehouse.errors import TerminalError
+
+    if value.startswith("duckdb:///"):
+        return value
+    scheme = value.split("://", 1)[0]
+    hint = {"duckdb": " (three slashes before a relative path, four before an absolute one)","postgres": " (a PostgreSQL catalog: ducklake:postgres:CONNINFO)",
+            "postgresql": " (a PostgreSQL catalog: ducklake:postgres:CONNINFO)",
+            "sqlite": " (a SQLite catalog: ducklake:sqlite:PATH)",
+            "s3": " (files on object storage: a DuckLake catalog with --data-path s3://...)"}
+    raise TerminalError(
+        f"unsupported warehouse URL {value!r}{hint.get(scheme.split('+')[0], '')}. Use a DuckDB file "
+        "(PATH or duckdb:///PATH) or DuckLake (ducklake:sqlite:PATH, ducklake:postgres:CONNINFO).")
 
 
 def _resolve_ducklake(value: str, data_path) -> str:

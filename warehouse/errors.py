@@ -45,7 +45,7 @@ def translate(exc: BaseException) -> WarehouseError | None:
             "open read-only."
         )
     if duckdb is not None and isinstance(exc, duckdb.Error):
-        return QueryError(text)
+        return QueryError(str(exc).strip())  # every line: DuckDB's hints follow the first
     try:
         from sqlalchemy.exc import DBAPIError
     except ImportError:  # pragma: no cover

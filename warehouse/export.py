@@ -46,7 +46,7 @@ def export_parquet(url: str, out_dir: str | Path, payloads: bool = True,
     """Write every table and view of the warehouse under `out_dir` as Parquet, and the
     manifest that `warehouse ingest` restores it from."""
     from warehouse.db import connect
-    from warehouse.migrate import head_revision, require_head
+    from warehouse.revision import head_revision, require_head
 
     out = Path(out_dir)
     with connect(url, read_only=True) as con:
@@ -179,7 +179,7 @@ def read_manifest(root: Path) -> dict:
 
 
 def _refuse_other_revision(doc: dict, root: Path) -> None:
-    from warehouse.migrate import head_revision
+    from warehouse.revision import head_revision
 
     head = head_revision()
     if doc.get("schema_revision") != head:

@@ -33,7 +33,7 @@ def metrics(url: str, view: str = DEFAULT_VIEW, run: str | None = None,
             task: str | None = None) -> Result:
     """Rows of one report view, optionally for one run and/or one task, in key order."""
     from warehouse.db import connect, quote_identifier
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     keys = _view_keys(view)
     with connect(url, read_only=True) as con:
@@ -43,7 +43,19 @@ def metrics(url: str, view: str = DEFAULT_VIEW, run: str | None = None,
         order = ", ".join(f"{quote_identifier(k)} NULLS LAST" for k in keys if k in columns)
         sql = f"SELECT * FROM {quote_identifier(view)}{where}" + (f" ORDER BY {order}" if order else "")
         cur = con.execute(sql, params)
-        return Result([d[0] for d in cur.description], cur.fetchall())
+        result = Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
+        if run is not None and not result.rows:
+            _require_run(con, run)
+        return result
+
+
+def _require_run(con, run: str) -> None:
+    """An empty answer for a run the warehouse does not have is an error, as in check and report."""
+    known = con.execute('SELECT count(*) FROM (SELECT "run_id" FROM "runs" UNION ALL '
+                        'SELECT "run_id" FROM "rm_runs") WHERE "run_id" = ?', [run]).fetchone()[0]
+    if not known:
+        raise TerminalError(f"no run {run!r} in the warehouse. List runs with "
+                            "'warehouse metrics --view run_metrics'.")
 
 
 def _view_keys(view: str) -> tuple[str, ...]:

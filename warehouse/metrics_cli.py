@@ -38,8 +38,7 @@ def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str
     key/value list. --columns picks columns, --all shows every one.
     """
     from warehouse.metrics import metrics as read_metrics
-    from warehouse.query import render
-    from warehouse.terminal import metrics_table, select_columns
+    from warehouse.terminal import metrics_table, render, select_columns
 
     if columns and all_columns:
         raise click.UsageError("--columns and --all exclude each other.")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from alembic.ddl.impl import DefaultImpl
 
-from warehouse.errors import SchemaVersionError, TerminalError
+from warehouse.errors import TerminalError
+from warehouse.revision import require_head  # noqa: F401 - the writers' import of it stays here
 
 
 class DuckDBImpl(DefaultImpl):
@@ -163,25 +164,6 @@ def _exists(url: str) -> bool:
         return target.catalog != "sqlite" or os.path.exists(target.location)
     path = db_path_from_url(url)
     return path != ":memory:" and os.path.exists(path)
-
-
-def require_head(con, url: str) -> None:
-    """Raise a clear error unless the (raw DuckDB) connection's schema is at head."""
-    from warehouse.config import display_name
-
-    name = display_name(url)
-    head = head_revision()
-    has_table = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'alembic_version' "
-        "AND database_name = current_database()"
-    ).fetchone()[0]
-    rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
-    if rev is None:
-        raise SchemaVersionError(f"{name} has no warehouse schema yet. Run 'warehouse init'.")
-    if rev[0] != head:
-        raise SchemaVersionError(
-            f"{name} is at schema {rev[0]}, this version needs {head}. Run 'warehouse upgrade'."
-        )
 
 
 # --- the catalog: views and arms -----------------------------------------------------------

@@ -58,7 +58,7 @@ def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
 
 def _reward_model_run(url: str, run_id: str) -> bool:
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
     from warehouse.rm_report import is_reward_model_run
 
     with connect(url, read_only=True) as con:
@@ -69,7 +69,7 @@ def _reward_model_run(url: str, run_id: str) -> bool:
 def load_run(url: str, run_id: str) -> RunData:
     """Everything the report draws, read from the views and the lean node columns."""
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)

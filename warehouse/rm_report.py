@@ -54,7 +54,7 @@ def write_rm_report(url: str, run_id: str, out_dir: str | Path) -> Path:
 
 def load_rm_run(url: str, run_id: str) -> RmRunData:
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)

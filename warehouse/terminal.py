@@ -1,19 +1,58 @@
-"""Metric views printed for a person at a terminal: a few key columns that fit the width.
+"""Tables printed for a person at a terminal, sized to its width as the DuckDB CLI sizes them.
 
-The views are wide (task_round_metrics has 40 columns); squeezed into one table every header
-is folded into fragments. Here a table shows the view's key columns (`DEFAULT_COLUMNS`, or
-the caller's choice), one table per run with the run id as its title, headers broken only at
-underscores, numbers to four significant digits. One row of a one-key view (a run's
-run_metrics) reads as a vertical key/value list instead. CSV and JSON never come through
-here: they keep every column.
+Every table (`warehouse sql`, `tables`, `check`, `metrics`) is laid out here: no wider than
+`$COLUMNS` (80 in a pipe), a long cell cut with an ellipsis, numbers and ids never cut and
+numbers right-aligned, headers broken only at underscores, and when even the narrowest
+columns do not fit, the middle columns left out (a `…` column where they were) and counted
+under the table. Values read as :mod:`warehouse.formatting` writes them (NULL, true/false,
+one precision per float column).
+
+`warehouse metrics` shows a view's key columns (`DEFAULT_COLUMNS`, or the caller's choice),
+one table per run with the run id as its title; one row of a one-key view (a run's
+run_metrics) reads as a vertical key/value list instead. `render` also writes a result as
+CSV or JSON, which keep every column and every value whole.
 """
 from __future__ import annotations
 
+import csv
 import io
+import json
+import math
 import shutil
+from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
+from warehouse.formatting import format_column, format_value, is_number
 from warehouse.query import Result
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if hasattr(value, "__float__") and not isinstance(value, (int, float, bool)):
+        return float(value)  # Decimal
+    return value
+
+
+def render(result: Result, fmt: str) -> str:
+    """Render as `table` (aligned text), `csv` or `json` (a list of objects)."""
+    if fmt == "json":
+        records = [dict(zip(result.columns, map(_jsonable, row))) for row in result.rows]
+        return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows(["" if v is None else v for v in row] for row in result.rows)
+        return buf.getvalue()
+    return table_text(result)
+
 
 #: The columns `warehouse metrics` prints by default, per view (the rest: --all / --columns).
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -72,26 +111,35 @@ def render_for_terminal(result: Result, width: int | None = None) -> str:
     console = _console(width)
     if len(result.rows) == 1 and "run_id" in result.columns:
         console.print(_vertical(result))
-    else:
-        for title, part in _per_run(result):
-            console.print(_fitted_table(console, part, title))
-        console.print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
-    return "".join(line.rstrip() + "\n" for line in console.file.getvalue().splitlines())
+        return _text(console)
+    dropped = 0
+    for title, part in _per_run(result):
+        dropped = max(dropped, _print_fitted(console, part, title))
+    console.print(footer(result, dropped, "--columns or --format csv"))
+    return _text(console)
+
+
+def table_text(result: Result, width: int | None = None) -> str:
+    """Any result as one table sized to the terminal (`warehouse sql`, `tables`, `check`):
+    long cells cut with an ellipsis, columns that cannot fit left out and counted below."""
+    console = _console(width or terminal_width())
+    dropped = _print_fitted(console, result, None)
+    console.print(footer(result, dropped, "--format csv"))
+    return _text(console)
+
+
+def footer(result: Result, dropped: int, rest: str) -> str:
+    """`(3 rows)`, and what was left out: `(3 rows; 9 of 14 columns shown, --format csv for all)`."""
+    rows = f"{len(result.rows)} row{'s' if len(result.rows) != 1 else ''}"
+    if not dropped:
+        return f"({rows})"
+    n = len(result.columns)
+    return f"({rows}; {n - dropped} of {n} columns shown, {rest} for all)"
 
 
 def terminal_width() -> int:
     """The terminal's width ($COLUMNS first), 80 when unknown (a pipe, a CI log)."""
     return shutil.get_terminal_size((80, 24)).columns
-
-
-def format_value(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def header(name: str, width: int = 12) -> str:
@@ -125,45 +173,117 @@ def _per_run(result: Result):
         yield None, result
         return
     columns = [c for c in result.columns if c != "run_id"]
+    types = None if result.types is None else [t for c, t in zip(result.columns, result.types) if c != "run_id"]
     for run_id, rows in runs.items():
-        yield f"run {run_id}", Result(columns, [row[:at] + row[at + 1:] for row in rows])
+        yield f"run {run_id}", Result(columns, [row[:at] + row[at + 1:] for row in rows], types)
 
 
-def _fitted_table(console, result: Result, title: str | None):
-    """The table whose headers are broken at the widest line width that still fits."""
-    from rich.measure import Measurement
+# --- the layout ------------------------------------------------------------------------------
 
-    unbounded = console.options.update_width(10_000)  # Measurement clamps to the options' width
-    for header_width, text_width in ((24, None), (16, None), (12, None), (10, None), (8, None),
-                                     (6, None), (6, 24), (6, 16)):
-        table = _table(result, title, header_width, text_width)
-        if Measurement.get(console, unbounded, table).maximum <= console.width:
-            return table
-    return table  # too many columns for the terminal: rich folds the widest
+GAP = 2  # a padding space and the box's blank divider between two columns
+TEXT_FLOOR = 10  # a text column is cut to no fewer characters than this (its header's words stay whole)
+HEADER_WORD_CAP = 16
+_NUMERIC_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                  "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL"}
 
 
-def _table(result: Result, title: str | None, header_width: int = 12, text_width: int | None = None):
+@dataclass
+class _Column:
+    name: str
+    cells: list[str]
+    numeric: bool
+    whole: bool  # never cut: numbers and ids (half an id is no use)
+
+    @property
+    def header_need(self) -> int:
+        """The narrowest width at which the header breaks only after underscores."""
+        parts = self.name.split("_")
+        return min(max(len(p) + (i < len(parts) - 1) for i, p in enumerate(parts)), HEADER_WORD_CAP)
+
+    @property
+    def natural(self) -> int:
+        return max([len(self.name), *map(len, self.cells)])
+
+    @property
+    def floor(self) -> int:
+        longest = max([0, *map(len, self.cells)])
+        return max(self.header_need, longest if self.whole else min(longest, TEXT_FLOOR))
+
+
+def _columns(result: Result) -> list[_Column]:
+    columns = []
+    for i, name in enumerate(result.columns):
+        values = [row[i] for row in result.rows]
+        declared = result.types[i] if result.types else None
+        numeric = (str(declared).split("(")[0] in _NUMERIC_TYPES if declared is not None
+                   else any(is_number(v) for v in values))
+        whole = numeric or name == "run_id" or name.endswith("_id")
+        columns.append(_Column(name, format_column(values), numeric, whole))
+    return columns
+
+
+def _layout(columns: list[_Column], width: int) -> tuple[list[int], list[int]]:
+    """(indexes of the columns shown, their widths): every column at its floor if all fit,
+    else as many as fit taken from both ends (the DuckDB CLI's way), a `…` column between;
+    then the room left goes evenly to the columns whose cells are cut, then to headers."""
+    def total(shown):
+        return sum(min(columns[i].floor, width) for i in shown) + GAP * (len(shown) - 1)
+
+    shown = list(range(len(columns)))
+    if total(shown) > width:
+        ends = [i for pair in zip(shown, reversed(shown)) for i in pair][:len(shown)]
+        shown = []
+        for i in dict.fromkeys(ends):
+            if shown and total(sorted([*shown, i])) + 1 + GAP > width:
+                break
+            shown.append(i)
+        shown.sort()
+    widths = [min(columns[i].floor, width) for i in shown]
+    room = width - total(shown) - (1 + GAP if len(shown) < len(columns) else 0)
+    for goal in (lambda c: max([0, *map(len, c.cells)]), lambda c: c.natural):  # cells first, then headers
+        room = _fill(widths, [goal(columns[i]) for i in shown], room)
+    return shown, widths
+
+
+def _fill(widths: list[int], goals: list[int], room: int) -> int:
+    """Grow `widths` toward `goals`, an equal share each round; returns the room left."""
+    while room > 0:
+        short = [k for k, goal in enumerate(goals) if widths[k] < goal]
+        if not short:
+            break
+        share = max(1, room // len(short))
+        for k in short:
+            grow = min(share, goals[k] - widths[k], room)
+            widths[k] += grow
+            room -= grow
+    return room
+
+
+def _print_fitted(console, result: Result, title: str | None) -> int:
+    """Print `result` as a table no wider than the console; returns how many columns were left out."""
+    columns = _columns(result)
+    shown, widths = _layout(columns, console.width)
+    console.print(_table(columns, shown, widths, title))
+    return len(columns) - len(shown)
+
+
+def _table(columns: list[_Column], shown: list[int], widths: list[int], title: str | None):
     from rich import box
     from rich.table import Table
 
-    # one space of padding left of each column, plus the box's blank divider: two between columns
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, header_style="bold", padding=(0, 0, 0, 1))
-    for name in result.columns:
-        numeric = any(isinstance(r[result.columns.index(name)], (int, float)) for r in result.rows)
-        table.add_column(header(name, header_width), justify="right" if numeric else "left", overflow="fold",
-                         no_wrap=name == "run_id")  # an id cut in two is no use: other columns fold first
-    for row in result.rows:
-        table.add_row(*(_wrapped(format_value(v), text_width) if isinstance(v, str) else format_value(v)
-                        for v in row))
+    gap_at = next((k for k, i in enumerate(shown) if i != k), None)  # where the left-out columns were
+    for k, (i, w) in enumerate(zip(shown, widths)):
+        if k == gap_at:
+            table.add_column("…", width=1, no_wrap=True)
+        column = columns[i]
+        table.add_column(header(column.name, w), width=w, no_wrap=True, overflow="ellipsis",
+                         justify="right" if column.numeric else "left")
+    for r in range(len(columns[0].cells) if columns else 0):
+        cells = [columns[i].cells[r] for i in shown]
+        table.add_row(*(cells if gap_at is None else [*cells[:gap_at], "…", *cells[gap_at:]]))
     return table
-
-
-def _wrapped(text: str, width: int | None) -> str:
-    """A long slug broken after hyphens into lines of at most `width` (the table's last resort)."""
-    if width is None or len(text) <= width or "-" not in text:
-        return text
-    return _break_after(text, "-", width - 1)  # room for the hyphen that ends a broken line
 
 
 def _vertical(result: Result):
@@ -176,6 +296,10 @@ def _vertical(result: Result):
     for name, value in zip(result.columns, result.rows[0]):
         table.add_row(name, format_value(value))
     return table
+
+
+def _text(console) -> str:
+    return "".join(line.rstrip() + "\n" for line in console.file.getvalue().splitlines())
 
 
 def _console(width: int):

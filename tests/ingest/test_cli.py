@@ -108,3 +108,22 @@ def test_sample_and_demo(tmp_path):
     db = f"duckdb:///{tmp_path / 'demo.duckdb'}"
     assert rows(db, "SELECT count(*) FROM runs WHERE lost") == [(1,)]
     assert rows(db, "SELECT count(*) FROM nodes") == [(1124,)]
+
+
+def test_an_empty_root_is_an_error_not_zero_runs(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = _run("--db", make_db(tmp_path), "ingest", str(tmp_path / "empty"))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: no runs in {tmp_path / 'empty'}: a data root holds run folders")
+
+
+def test_a_run_or_round_folder_given_for_its_root_names_the_root(small_root, tmp_path):
+    url = make_db(tmp_path)
+    run = small_root / "20260702_020809"
+    result = _run("--db", url, "ingest", str(run))
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {run} is a run folder, not a data root. Ingest the folder that "
+                             f"holds it: warehouse ingest {small_root}\n")
+    round_dir = _run("--db", url, "ingest", str(run / "round_1"))
+    assert round_dir.exit_code == 1 and round_dir.output.endswith(f"warehouse ingest {small_root}\n")
+    assert rows(url, "SELECT count(*) FROM runs") == [(0,)]  # nothing registered

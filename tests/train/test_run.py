@@ -199,7 +199,7 @@ def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_d
     assert len(step) == 1 and step[0][0] == 1
     assert all(v is not None and v > 0 for v in step[0][1:])
     assert step[0][1] + step[0][2] + step[0][3] <= step[0][4]
-    assert any(line.startswith("Step 1: ") and "tokens 6" in line for line in said)  # 2 siblings x 3 tokens
+    assert any(line.startswith("Step 1: loss ") and " · 6 tokens · " in line for line in said)  # 2 siblings x 3 tokens
     assert list((tmp_path / "ckpt").rglob("*.safetensors"))
 
 

@@ -85,7 +85,6 @@ def test_sql_is_read_only(db_url):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["sql", "SELECT * FROM no_such_table"], "no_such_table"),
     (["downgrade", "zz"], "unknown schema revision"),
 ])
 def test_errors_are_one_line(db_url, args, needle):
@@ -95,6 +94,24 @@ def test_errors_are_one_line(db_url, args, needle):
     assert result.output.count("\n") == 1 and result.output.startswith("Error: ")
     assert needle in result.output
     assert "Traceback" not in result.output
+
+
+def test_sql_error_keeps_duckdbs_hints(db_url):
+    db = db_url.removeprefix("duckdb:///")
+    result = CliRunner().invoke(warehouse_main, ["--db", db, "sql", "SELECT * FROM node"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    first, *rest = result.output.splitlines()
+    assert first == "Error: Catalog Error: Table with name node does not exist!"
+    assert 'Did you mean "nodes"?' in rest and "LINE 1: SELECT * FROM node" in rest
+
+
+@pytest.mark.parametrize("url", ["postgres://x", "sqlite:///x.db", "s3://bucket/warehouse.duckdb",
+                                 "mysql+pymysql://u@h/db", "duckdb://wh.duckdb"])
+def test_an_unsupported_url_is_one_error_line_naming_what_works(tmp_path, url):
+    result = CliRunner().invoke(warehouse_main, ["--db", url, "tables"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"Error: unsupported warehouse URL {url!r}")
+    assert "duckdb:///PATH" in result.output and "ducklake:sqlite:PATH" in result.output
 
 
 def test_missing_database_names_the_fix(tmp_path):

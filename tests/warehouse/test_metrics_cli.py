@@ -70,6 +70,14 @@ def test_unknown_view_is_refused_by_the_option(db):
     assert result.exit_code == 2 and "Invalid value for '--view'" in result.output
 
 
+def test_an_unknown_run_is_an_error_as_in_check_and_report(db):
+    result = CliRunner().invoke(main, ["--db", db, "metrics", "--run", "no_such_run"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: no run 'no_such_run' in the warehouse.")
+    known = CliRunner().invoke(main, ["--db", db, "metrics", "--run", "run_a", "--task", "no_such_task"])
+    assert known.exit_code == 0 and "(0 rows)" in known.output  # a known run, nothing to show
+
+
 def test_missing_warehouse_names_the_fix(tmp_path):
     result = invoke(str(tmp_path / "none.duckdb"))
     assert result.exit_code == 1

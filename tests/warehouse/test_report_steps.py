@@ -32,7 +32,9 @@ def test_a_run_with_steps_gets_the_training_figure_and_table(tmp_path):
     assert "training_steps.png" in re.findall(r"<img src='([^']+)'", page)
     assert (out / "training_steps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = page[page.index("id='training'"):]
-    assert "<td>0.0012</td>" in table and "<td>0.003</td>" in table  # kl_coef from extra, the step's lr
+    # kl_coef from extra, the step's lr; one precision per column (warehouse.formatting)
+    assert "<td>0.0010</td>" in table and "<td>0.0012</td>" in table  # kl_coef 0.001 as 0.0010
+    assert "<td>0.0015</td>" in table and "<td>0.0030</td>" in table  # lr 1.5e-3, 3e-3
 
 
 def test_a_run_without_steps_has_no_training_section(tmp_path):

@@ -34,7 +34,8 @@ def _result(outcome: Outcome) -> str:
 
 
 def _table(report: CheckReport) -> str:
-    from warehouse.query import Result, render
+    from warehouse.query import Result
+    from warehouse.terminal import render
 
     rows = [(o.check_no, o.suite, o.description.split(") ", 1)[-1], _result(o),
              o.unexpected_count, "; ".join(example_label(e) for e in o.examples))

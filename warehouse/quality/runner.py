@@ -74,7 +74,7 @@ def validate_frames(frames: dict, suites: list[Suite], examples: int | None = 5,
 def load_frames(url: str, run: str | None, names) -> dict:
     """The named frames, read in one short read-only DuckDB session."""
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)

@@ -18,6 +18,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -41,8 +42,38 @@ def create_app(url: str, refresh_s: float = DEFAULT_REFRESH_S) -> Starlette:
         Route("/static/plotly.min.js", plotly_js, name="plotly"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], exception_handlers={
         DatabaseLockedError: pages.busy, data.NotFoundError: pages.not_found})
+
+
+# Everything the pages load is the server's own (plotly.js and app.js from /static, the
+# figures as inline JSON data); plotly.js writes its own <style> rules and style attributes.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                           "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+                           "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+SECURITY_HEADERS = [(b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+                    (b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin")]
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every HTTP response: pages, API answers, assets and errors."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                named = {name for name, _ in message.get("headers", [])}
+                extra = [(n, v) for n, v in SECURITY_HEADERS if n not in named]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def plotly_js(request: Request) -> Response:
@@ -166,11 +197,7 @@ def breakable(name: str):
 
 
 def cell(value) -> str:
-    """A table cell: NULL, 4 significant digits for floats, the text otherwise."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return "NaN" if math.isnan(value) else f"{value:.4g}"
-    if hasattr(value, "strftime"):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
-    return str(value)
+    """A table cell as the terminal and the report write it (NULL, true/false, 4 significant digits)."""
+    from warehouse.formatting import format_value
+
+    return format_value(value)

@@ -104,7 +104,15 @@ def run_page(url: str, run_id: str) -> RunPage:
 def run_version(url: str, run_id: str) -> str:
     """A cheap fingerprint of the run's rows: the live page reloads when it changes."""
     with reading(url) as con:
+        _require_run(con, run_id)
         return _run_version(con, run_id)
+
+
+def _require_run(con, run_id: str) -> None:
+    known = con.execute('SELECT count(*) FROM (SELECT "run_id" FROM "runs" UNION ALL '
+                        'SELECT "run_id" FROM "rm_runs") WHERE "run_id" = ?', [run_id]).fetchone()[0]
+    if not known:
+        raise NotFoundError(f"no run {run_id!r} in the warehouse")
 
 
 def _run_version(con, run_id: str) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from click.testing import CliRunner
 
@@ -9,8 +10,8 @@ from tests.warehouse.quality.conftest import plant
 from warehouse.cli import main
 
 
-def invoke(url: str, *args: str):
-    return CliRunner().invoke(main, ["--db", url, "check", *args])
+def invoke(url: str, *args: str, width: int = 200):
+    return CliRunner(env={"COLUMNS": str(width)}).invoke(main, ["--db", url, "check", *args])
 
 
 def test_clean_warehouse_exits_0_and_says_passed(clean_url):
@@ -24,8 +25,8 @@ def test_violation_exits_1_with_count_and_examples(clean_url):
     plant(clean_url, "UPDATE nodes SET parent_id = 'nope' WHERE node_id IN ('a5', 'c1')")
     result = invoke(clean_url)
     assert result.exit_code == 1, result.output
-    (line,) = [ln for ln in result.output.splitlines() if "│ FAIL" in ln]
-    cells = [c.strip() for c in line.split("│")]
+    (line,) = [ln for ln in result.output.splitlines() if "  FAIL  " in ln]
+    cells = re.split(r"\s{2,}", line.strip())  # columns are two or more spaces apart
     assert cells[0] == "8" and cells[1] == "lineage" and cells[4] == "2"
     assert cells[5] == "r1 round 2 cactus a5; r2 round 3 cactus c1"
     assert "FAILED: 1 of 35 expectations (invariants 8)" in result.output

@@ -74,7 +74,8 @@ def test_unknown_run_and_node_are_404_pages(client):
     response = client.get("/runs/no_such_run")
     assert response.status_code == 404 and "no run &#39;no_such_run&#39;" in response.text
     assert client.get("/runs/no_such_run/nodes/x").status_code == 404
-    assert client.get("/api/runs/no_such_run/version").json() == {"version": "0--0-0-0"}
+    missing = client.get("/api/runs/no_such_run/version")
+    assert missing.status_code == 404 and missing.json() == {"error": "no run 'no_such_run' in the warehouse"}
 
 
 def test_version_changes_when_a_round_lands(client, demo_url):

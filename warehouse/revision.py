@@ -1,0 +1,56 @@
+"""The schema revision a read-only command needs, without the migration stack.
+
+`warehouse sql`, `tables`, `metrics`, `check`, `report` and `export` only read: they ask the
+database's `alembic_version` with a plain DuckDB query and compare it with the newest
+migration file's `revision`, read from `migrations/versions/` as text. Importing Alembic (and
+SQLAlchemy under it) took about a second of `warehouse sql 'SELECT 1'`; only the commands that
+migrate (`init`, `upgrade`, `downgrade`) and the writers load it. tests/warehouse/test_revision.py
+holds this reading equal to Alembic's own.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from warehouse.errors import SchemaVersionError, TerminalError
+
+VERSIONS_DIR = Path(__file__).resolve().parent.parent / "migrations" / "versions"
+_REVISION = re.compile(r"""^revision\s*(?::[^=]+)?=\s*["']([^"']+)["']""", re.M)
+_DOWN = re.compile(r"^down_revision\s*(?::[^=]+)?=\s*(.+)$", re.M)
+_QUOTED = re.compile(r"""["']([^"']+)["']""")
+
+
+def head_revision(versions_dir: Path = VERSIONS_DIR) -> str:
+    """The one revision no other migration revises (Alembic's head)."""
+    revisions, revised = set(), set()
+    for path in versions_dir.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if (rev := _REVISION.search(text)) is None:
+            continue  # __init__.py
+        revisions.add(rev.group(1))
+        if (down := _DOWN.search(text)) is not None:
+            revised.update(_QUOTED.findall(down.group(1)))
+    heads = sorted(revisions - revised)
+    if len(heads) != 1:
+        raise TerminalError(f"migrations/versions/ has {len(heads)} heads ({', '.join(heads) or 'none'}); "
+                            "it needs exactly one.")
+    return heads[0]
+
+
+def require_head(con, url: str) -> None:
+    """Raise a clear error unless the (raw DuckDB) connection's schema is at head."""
+    from warehouse.config import display_name
+
+    name = display_name(url)
+    head = head_revision()
+    has_table = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'alembic_version' "
+        "AND database_name = current_database()"
+    ).fetchone()[0]
+    rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
+    if rev is None:
+        raise SchemaVersionError(f"{name} has no warehouse schema yet. Run 'warehouse init'.")
+    if rev[0] != head:
+        raise SchemaVersionError(
+            f"{name} is at schema {rev[0]}, this version needs {head}. Run 'warehouse upgrade'."
+        )
