@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import socket
 import time
 from pathlib import Path
@@ -47,8 +48,9 @@ def test_every_status_gets_its_reward(case, limits):
         "idle": ("crashed", "CpuIdleError", -0.2),
     }
     ok = records["ok"]
-    assert ok["test_metric"] == 0.75 and ok["oriented"] == 0.75  # the generator's reference score
-    assert humanrank == pytest.approx(_humanrank_by_hand(task, 0.75))
+    reference = json.loads((task.root / "scores.json").read_text())["reference"]  # the generator's score
+    assert ok["test_metric"] == pytest.approx(reference, abs=1e-9) and ok["oriented"] == ok["test_metric"]
+    assert humanrank == pytest.approx(_humanrank_by_hand(task, ok["test_metric"]))
     assert records["no_code"]["code"] == "" and records["no_code"]["exec_time"] is None
     assert records["idle"]["exec_time"] < 15  # killed after the 5 s window, not the 20 s timeout
     assert set(ok["exec_timings"]) == {"pending", "stage", "exec", "retrieve"}
