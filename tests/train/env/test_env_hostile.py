@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -56,6 +57,16 @@ def _fresh_venv(base: Path) -> Path:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
+    here = Path(sysconfig.get_paths()["purelib"])
+    if os.stat(base).st_dev != os.stat(here).st_dev:  # hard links need one filesystem: beside the venv
+        base = Path(tempfile.mkdtemp(prefix=".hostile-", dir=Path(sys.prefix).parent))
+    try:
+        yield _installed(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _installed(base: Path) -> dict:
     venv = _fresh_venv(base)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the checkout
     env.update(HOME=str(base / "home"), XDG_DATA_HOME=str(base / "data"), XDG_CACHE_HOME=str(base / "cache"))
