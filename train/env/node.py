@@ -9,8 +9,10 @@ Status choices (the warehouse accepts only the six known statuses; every name an
   left its GPUs idle (reward -0.2). Not ``timeout``: the
   node did not run out of time, it stopped working, and the reward table tells it apart.
 - the sandbox itself failed: ``crashed`` with exc_type ``InfrastructureError`` (reward -1.0).
-- a wall-clock or CPU-time limit: ``timeout`` with exc_type ``TimeoutError``
-  (RLIMIT_CPU kills with SIGXCPU, which is reported as a timeout too).
+- a time limit (on the node's own clock) or CPU-time limit: ``timeout`` with exc_type
+  ``TimeoutError`` (RLIMIT_CPU kills with SIGXCPU, which is reported as a timeout too).
+- over the node's memory limit (its tree and tmpfs) or disk quota: ``crashed`` with exc_type
+  ``MemoryLimitError`` or ``DiskLimitError`` (reward -0.5).
 """
 from __future__ import annotations
 

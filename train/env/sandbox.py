@@ -7,22 +7,27 @@ session and process group, through ``_launch.py``, with:
 - where bubblewrap works (the default), an allow-list filesystem (``train/env/bwrap.py``): the
   node sees its workspace, the public data (read-only, bound, not copied), the Python it runs
   with and the system's libraries; nothing else on the machine exists for it;
-
-- a wall-clock timeout (``timeout``), and RLIMIT_CPU as a backstop;
-- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes); a GPU node gets
-  no RLIMIT_AS (a CUDA context reserves far more address space than it uses) and is killed
-  as ``MemoryError`` when its processes' resident memory passes ``mem_gi`` instead;
+- a time limit (``timeout_s``) on the node's own clock, and RLIMIT_CPU as a backstop;
+- a memory limit (``mem_gi``) on its whole process tree and its private /tmp and /dev/shm,
+  and a disk quota (``disk_gi``) on its workspace, both watched from outside
+  (``train/env/meter.py``): ``memory_limit`` / ``disk_limit``; RLIMIT_AS (memory, per
+  process), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes) as backstops; a GPU node gets
+  no RLIMIT_AS (a CUDA context reserves far more address space than it uses);
 - a fresh network namespace (no interfaces but a down loopback: no network at all) and a pid
   namespace (when the solution ends, the kernel kills and reaps all it left behind);
-- without bubblewrap (fallback, with a warning): a copy of the public data and a mount
-  namespace with an empty read-only tmpfs over the tasks root and the private answers (a
-  deny-list: the rest of the machine stays readable);
+- without bubblewrap nothing runs (``require_sandbox``) unless the caller names the risk
+  (``--unsafe-no-sandbox``, ``Limits(allow_list=False)``): then a copy of the public data and
+  a mount namespace with an empty read-only tmpfs over the tasks root and the private answers
+  (a deny-list: the rest of the machine stays readable);
 - when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
   undo the mounts, and every process it leaves behind can be found and killed);
 - a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
-- an idle check: a node whose CPU use stays under ``idle_cpu_pct`` for ``idle_window_s``
-  is killed and reported as ``CpuIdleError``; a node given GPUs (``train/env/gpu.py``) is
-  judged by its GPUs instead, under ``idle_gpu_pct`` for the same window: ``GpuIdleError``.
+- an idle check: a node whose CPU demand (run and run-queue wait, so a loaded machine does
+  not make a busy node look idle) stays under ``idle_cpu_pct`` for ``idle_window_s`` is
+  killed and reported as ``CpuIdleError``; a node given GPUs (``train/env/gpu.py``) is judged by its GPUs instead, under ``idle_gpu_pct`` for the same window: ``GpuIdleError``.
+
+Workspaces live under one root (``train/env/workspaces.py``); those of a process killed with
+kill -9 are removed by the next one. docs/sandbox.md has the whole picture.
 
 Where the kernel or our privileges forbid a namespace or the uid switch, the node still runs,
 with a warning (logged once and listed in ``ExecResult.warnings``) naming what is missing.

@@ -146,7 +146,7 @@ def test_huge_file_is_cut_at_the_size_limit(case, limits):
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("huge_file.py"), limits=limits)
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "OSError", -0.5)
     assert "File too large" in record["term_tail"]
-    assert list(Path(limits.workspace_root).iterdir()) == []  # the workspace is gone
+    assert list(Path(limits.workspace_root).glob("node-*")) == []  # the workspace is gone
 
 
 def test_environment_is_scrubbed(limits, monkeypatch):
@@ -260,3 +260,18 @@ def test_the_sweep_after_a_node_exits_spares_a_process_that_reuses_its_pid():
         proc.wait(timeout=10)
         gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+def test_a_hidden_dir_inside_a_bound_prefix_is_covered(tmp_path):
+    """A tasks root inside the interpreter's prefix would be bound with it: an empty read-only
+    tmpfs goes over it; one outside every bind needs none."""
+    import sys
+
+    from train.env import bwrap
+
+    inside, outside = str(Path(sys.prefix) / "tasks-root"), str(tmp_path / "elsewhere")
+    argv = bwrap.argv(workspace=tmp_path / "ws", public_dir=str(tmp_path / "public"), launcher="/l.py",
+                      config="/c.json", pythons=[sys.executable], hidden=(inside, outside))
+    covered = [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 3:i + 4] == [argv[i + 1]]]
+    assert covered == [inside]
+    assert argv[argv.index(inside) + 1:argv.index(inside) + 3] == ["--remount-ro", inside]
