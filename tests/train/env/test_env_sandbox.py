@@ -64,11 +64,13 @@ def _humanrank_by_hand(task, score):
     return (sum(s < score for s in board) + 0.5 * sum(s == score for s in board)) / len(board)
 
 
-def test_wall_clock_timeout(case, limits):
+def test_timeout(case, limits):
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("timeout_busy_loop.py"),
                            limits=dataclasses.replace(limits, timeout_s=1.5))
     assert (record["status"], record["exc_type"], record["reward"]) == ("timeout", "TimeoutError", -0.5)
-    assert 1.5 <= record["exec_time"] < 5
+    # the node's clock never runs ahead of the wall clock; on a loaded machine it runs slower
+    # (test_env_limits.py), so the wall time has no upper bound here
+    assert record["exec_time"] >= 1.5
 
 
 def test_a_script_that_does_not_compile_names_syntax_error(case, limits):
@@ -161,7 +163,7 @@ def test_environment_is_scrubbed(limits, monkeypatch):
 def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allow_list):
     """Private answers planted in /tmp, the home directory, next to the warehouse and in
     another tasks root; the warehouse file and a checkpoint directory; the bundled tasks'
-    answers in the checkout: a node that walks the whole filesystem finds none of them."""
+    answers in their data dir: a node that walks the whole filesystem finds none of them."""
     if not capabilities().bwrap:
         pytest.skip("no bubblewrap here: the sandbox warns and falls back to its deny-list")
     import json
@@ -204,9 +206,8 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
     if allow_list:
         assert lines["COMPLETE"] is True  # it walked every directory it could see
         assert lines["FOUND"] == [] and lines["READABLE"] == []
-    else:  # the deny-list fallback hides its own tasks root only: the rest is in reach
-        assert str(bundled) in lines["READABLE"]
-        assert str(task.answers_path) not in lines["READABLE"]
+    else:  # the deny-list fallback hides its own tasks root; the bundled answers' data dir is 0700
+        assert str(bundled) not in lines["READABLE"] and str(task.answers_path) not in lines["READABLE"]
 
 
 @pytest.mark.parametrize("allow_list", [True, False])
