@@ -70,6 +70,9 @@ class Limits:
 
     timeout_s: float = 600.0
     cpu_s: float | None = None  # RLIMIT_CPU; default: 2 x timeout_s x cpus
+    # timeout_s runs on the node's own clock; a machine so loaded that the wall clock passes
+    # this many times it cannot judge the node: it is stopped as infrastructure, not timed out
+    wall_factor: float = 10.0
     cpus: int = 1  # threads offered to BLAS/OpenMP, and the 100% of cpu_util
     mem_gi: float = 8.0  # the node's whole tree and its tmpfs (train.env.meter); RLIMIT_AS per process
     disk_gi: float = 2.0  # everything the node writes into its workspace, in total
@@ -296,6 +299,9 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
                 status_write = None
             watch = _watch(proc, limits, uid, job.gpus, workspace)
         tail = _tail(output, limits.term_tail_chars)
+        if watch["starved"]:
+            tail += (f"\nsandbox: stopped after {watch['wall']:.0f} s of wall clock, {watch['node_time']:.0f} s "
+                     f"on the node's own clock: the machine is too loaded to judge it")
         if caps.bwrap:
             _solution_status(watch, status_read, tail)
     finally:
@@ -416,7 +422,7 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     judge_gpu = monitor is not None and monitor.available  # a GPU node idles on its GPUs
     meter = NodeMeter(workspace)
     start = last = time.monotonic()
-    node_time, outcome, idle_since = 0.0, vocab.EXITED, None
+    node_time, outcome, idle_since, starved = 0.0, vocab.EXITED, None, False
     peak_mem, peak_disk, utils, cpu_seen = 0, 0, [], 0.0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -433,6 +439,8 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
             else sample.demand_pct < limits.idle_cpu_pct
         idle_since = (idle_since if idle_since is not None else node_time) if idle else None
         outcome = _stopped(limits, node_time, idle_since, sample, judge_gpu)
+        if outcome == vocab.EXITED and now - start > limits.wall_factor * limits.timeout_s:
+            outcome, starved = vocab.INFRA, True
         if outcome != vocab.EXITED:
             _kill_all(proc.pid, uid, psutil)
             pid, status, usage = os.wait4(proc.pid, 0)
@@ -447,7 +455,7 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     cpu_total = max(usage.ru_utime + usage.ru_stime, cpu_seen)
     peak_mem = max(peak_mem, usage.ru_maxrss * 1024)
     return {"outcome": outcome, "returncode": proc.returncode, "wall": round(wall, 4),
-            "node_time": round(node_time, 4),
+            "node_time": round(node_time, 4), "starved": starved,
             "cpu_mean": round(100 * cpu_total / max(wall, 1e-6) / limits.cpus, 2),
             "cpu_peak": round(max(utils, default=100 * cpu_total / max(wall, 1e-6)) / limits.cpus, 2),
             "mem_peak_gi": round(peak_mem / 2**30, 4), "disk_peak_gi": round(peak_disk / 2**30, 4),

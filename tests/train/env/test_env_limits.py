@@ -129,3 +129,12 @@ def test_the_next_run_removes_a_killed_runs_workspaces(limits):
     assert not workspace.exists()
     token = workspace.name.split("-")[1]
     assert not (root / f"owner-{token}.lock").exists()
+
+
+def test_a_machine_too_loaded_to_judge_a_node_is_infrastructure(case, limits, cpu_load):
+    """The wall clock's backstop: past wall_factor x timeout_s of wall clock a node not yet at
+    its limit on its own clock is the machine's failure, not the node's timeout."""
+    record = evaluate_code(load_task(TASK), case("cpu_work.py"),
+                           limits=dataclasses.replace(limits, timeout_s=2.5, wall_factor=1.0))
+    assert _verdict(record) == ("crashed", "InfrastructureError", -1.0), record["term_tail"]
+    assert "too loaded to judge" in record["term_tail"]
