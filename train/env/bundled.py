@@ -104,7 +104,7 @@ def _text_classification(rng):
 
 
 def _score(metric, y_true, pred):
-    from train.env.grading import METRICS
+    from train.env.metrics import METRICS
 
     return METRICS[metric](y_true, pred)
 
