@@ -4,6 +4,7 @@ Apart from grading (train.env.grading) so that the bundled tasks' generator scor
 reference models with the very functions the grader uses, without importing the grader.
 """
 from __future__ import annotations
+
 # Each takes the answers' targets and the submission's, aligned by id: (n,) for one target
 # column, (n, k) for k. They are scikit-learn's, as in MLE-bench's grade.py of each
 # competition (openai/mle-bench, mlebench/competitions/<id>/grade.py).
