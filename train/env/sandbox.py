@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 
 LAUNCHER = Path(__file__).resolve().parent / "_launch.py"
 SETUP_FAILED = 97
+# The namespace and bubblewrap probes start a Python: at load average 60 on 2 cores that took
+# many seconds, and a probe that timed out would make train run refuse for want of bubblewrap.
+PROBE_TIMEOUT_S = 300
 UID_BASE = 1_500_000  # far above any real account; one uid per concurrently running node
 _uid_counter = itertools.count()
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
@@ -230,7 +233,7 @@ def capabilities() -> Capabilities:
     probe_dir = tempfile.mkdtemp(prefix="probe-")
     try:
         probe = subprocess.run([sys.executable, str(LAUNCHER), "--probe", probe_dir],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         namespaces = probe.returncode == 0
         if not namespaces:
             warnings.append("no network/mount namespace (needs root or user namespaces): nodes can "
@@ -265,7 +268,7 @@ def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
                                       "argv": [sys.executable, "-c", "pass"], "env": {}, "rlimits": {}}))
         argv = bwrap.argv(workspace=base / "ws", public_dir=str(base / "ws"), launcher=str(LAUNCHER),
                           config=str(config), pythons=[sys.executable], unshare_user=not as_root)
-        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"bubblewrap failed to start ({exc})"
     finally:

@@ -71,12 +71,18 @@ LOAD_CASES = {  # case: (limits changed, the verdict on a quiet machine and a lo
 
 @pytest.fixture
 def cpu_load():
-    """Busy processes, four per core: what a loaded CI machine looks like to a node."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4 * os.cpu_count())]
-    yield busy
-    for proc in busy:
-        proc.kill()
-        proc.wait()
+    """Two cores and eight busy processes on them, the node too: a loaded 2-core CI machine,
+    on any machine (the node and the load inherit this process's CPU affinity)."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(allowed)[:2])
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8)]
+    try:
+        yield busy
+    finally:
+        os.sched_setaffinity(0, allowed)
+        for proc in busy:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("name", sorted(LOAD_CASES))
