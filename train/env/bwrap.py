@@ -45,7 +45,7 @@ def python_dirs(python: str) -> tuple[str, ...]:
     """The directories an interpreter needs: its prefixes (venv and base) and its binary's."""
     out = subprocess.run([python, "-c", "import sys, json; print(json.dumps([sys.prefix, "
                           "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
-                         capture_output=True, text=True, timeout=60, check=True)
+                         capture_output=True, text=True, timeout=300, check=True)
     dirs = {str(Path(d).resolve()) for d in json.loads(out.stdout)}
     dirs |= {str(Path(python).parent.absolute()), str(Path(python).resolve().parent)}
     return tuple(sorted(d for d in dirs if d != "/"))
