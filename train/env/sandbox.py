@@ -206,11 +206,15 @@ def require_sandbox(limits: Limits) -> None:
     if not (limits.isolate and limits.allow_list):
         return
     caps = capabilities()
-    if not caps.bwrap:
-        raise SandboxUnavailableError(
-            f"{caps.bwrap_missing}: model-written code cannot be sandboxed here. Install bubblewrap "
-            f"(apt-get install bubblewrap), or pass {UNSAFE_FLAG} to run it where it can read every "
-            "file on this machine but the tasks root.")
+    if caps.bwrap:
+        return
+    installed = "not installed" not in caps.bwrap_missing
+    fix = ("Let it run (as root, or with unprivileged user namespaces: sysctl "
+           "kernel.unprivileged_userns_clone=1)" if installed else
+           "Install bubblewrap (apt-get install bubblewrap)")
+    raise SandboxUnavailableError(
+        f"{caps.bwrap_missing}: model-written code cannot be sandboxed here. {fix}, or pass "
+        f"{UNSAFE_FLAG} to run it where it can read every file on this machine but the tasks root.")
 
 
 _NO_ISOLATION = Capabilities(False, False, ("isolation disabled by Limits(isolate=False)",))

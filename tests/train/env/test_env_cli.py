@@ -122,3 +122,19 @@ def test_check_runs_without_bubblewrap_when_told_the_risk_by_name(tmp_path, monk
                                        "--unsafe-no-sandbox", "--format", "json"])
     record = json.loads(result.output)
     assert (record["status"], record["exc_type"]) == ("crashed", "KeyError")  # it ran, outside bwrap
+
+
+def test_a_bubblewrap_that_cannot_build_a_sandbox_is_named_with_its_fix(tmp_path, monkeypatch):
+    from train.cli import main
+    from train.env import sandbox
+
+    broken = sandbox.Capabilities(namespaces=True, uid_switch=False, bwrap=False,
+                                  bwrap_missing="bubblewrap cannot build a sandbox here (bwrap: No permissions "
+                                                "to create new namespace)")
+    monkeypatch.setattr(sandbox, "capabilities", lambda: broken)
+    code = tmp_path / "s.py"
+    code.write_text("print(1)\n")
+    result = CliRunner().invoke(main, ["env", "check", "mini-tabular-accuracy", "--code", str(code)])
+    [line] = _error_lines(result.output)
+    assert result.exit_code == 1 and line.startswith("Error: bubblewrap cannot build a sandbox here")
+    assert "user namespaces" in line and "apt-get" not in line and "--unsafe-no-sandbox" in line
