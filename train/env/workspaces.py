@@ -4,13 +4,15 @@ Every process that runs nodes holds an exclusive ``flock`` on ``<root>/owner-<to
 for as long as it lives, and names its workspaces ``<root>/node-<token>-*``. The kernel drops
 the lock when the process dies, however it dies (kill -9 included), so a lock that can be
 taken is a dead owner's: the next process to stage a node under the same root removes that
-owner's workspaces, then its lock file. The default root is ``rollout-warehouse-nodes`` in the
-system's temp dir, so a killed ``train run``'s workspaces are found by the next one.
+owner's workspaces, then its lock file. The default root is ``rollout-warehouse-nodes-<uid>``
+in the system's temp dir (one per user: another's could not be written), so a killed
+``train run``'s workspaces are found by the next one.
 """
 from __future__ import annotations
 
 import fcntl
 import functools
+import os
 import secrets
 import shutil
 import tempfile
@@ -20,13 +22,17 @@ DEFAULT_ROOT_NAME = "rollout-warehouse-nodes"
 
 
 def default_root() -> Path:
-    return Path(tempfile.gettempdir()) / DEFAULT_ROOT_NAME
+    return Path(tempfile.gettempdir()) / f"{DEFAULT_ROOT_NAME}-{os.getuid()}"
 
 
 def new_workspace(root: str | Path | None) -> Path:
     """A fresh directory for one node under ``root``, after sweeping dead owners' ones there."""
     root = Path(root) if root else default_root()
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    st = os.lstat(root)
+    if not os.path.isdir(root) or os.path.islink(root) or st.st_uid != os.getuid():
+        # in a shared /tmp another user could have made it first (a link to their own dir)
+        raise OSError(f"{root} is not a directory of this user: remove it, or set Limits.workspace_root")
     token = _owner_token(str(root.resolve()))
     sweep(root)
     return Path(tempfile.mkdtemp(prefix=f"node-{token}-", dir=root))
