@@ -11,10 +11,13 @@
   the last walk's total stands. A node writing faster than that gap passes its quota by what
   it wrote in the gap before it is stopped (each file stays under RLIMIT_FSIZE).
 - **The node's clock** runs with the wall clock except while the node waits for a CPU that
-  another process holds. Per sample: ``dt - wait / max(1, (run + wait) / dt)``, from each
-  thread's run and run-queue wait times (``/proc/<pid>/task/<tid>/schedstat``): a lone thread
-  that was runnable throughout advances by the CPU time it got, an idle node by ``dt``, a
-  node on a quiet machine by ``dt``. Its timeout is read on this clock, and its idle check on
+  another process holds. Per sample, from each thread's run and run-queue wait times
+  (``/proc/<pid>/task/<tid>/schedstat``): the node's demand ``D = (run + wait) / dt`` (its
+  mean runnable threads), of which it could use ``U = min(D, cores)`` on a quiet machine; the
+  CPU time it was denied, ``U * dt - run``, spread over its parallelism ``max(1, U)``, is time
+  it lost: ``node_dt = dt - (U * dt - run) / max(1, U)``. A lone thread runnable throughout
+  advances by the CPU time it got; an idle node, a node on a quiet machine, and a node whose
+  threads outnumber the cores (it waits on itself, not on others) by ``dt``. Its timeout is read on this clock, and its idle check on
   its demand (run + wait, not run alone), so a node on a loaded machine is judged as on a
   quiet one. Without schedstat (a kernel without CONFIG_SCHED_INFO) both fall back to the
   wall clock and the CPU time.
@@ -44,8 +47,9 @@ class Sample:
 class NodeMeter:
     """Samples one node's process tree; ``sample(procs, dt)`` once per watch interval."""
 
-    def __init__(self, workspace: Path | None):
+    def __init__(self, workspace: Path | None, cores: int | None = None):
         self.workspace = workspace
+        self.cores = cores or len(os.sched_getaffinity(0))  # what the node may run on at once
         self.threads: dict[int, tuple[int, int]] = {}  # tid -> (run ns, wait ns) last seen
         self.cpu_gone = 0.0  # CPU seconds of processes no longer listed
         self.cpu_by_pid: dict[int, float] = {}
@@ -69,9 +73,8 @@ class NodeMeter:
         self.cpu_by_pid = cpu_now
         run, wait = run_ns / 1e9, wait_ns / 1e9
         dt = max(dt, 1e-6)
-        demand = (run + wait) / dt
-        return Sample(cpu_s=self.cpu_gone + sum(cpu_now.values()), demand_pct=100 * demand,
-                      util_pct=100 * run / dt, node_dt=max(0.0, dt - wait / max(1.0, demand)),
+        return Sample(cpu_s=self.cpu_gone + sum(cpu_now.values()), demand_pct=100 * (run + wait) / dt,
+                      util_pct=100 * run / dt, node_dt=node_seconds(dt, run, wait, self.cores),
                       mem_bytes=mem + sum(tmpfs.values()), disk_bytes=self._disk(procs))
 
     def _sched_delta(self, pid: int) -> tuple[int, int]:
@@ -112,6 +115,14 @@ class NodeMeter:
                     seen.add((st.st_dev, st.st_ino))
                     total += st.st_blocks * 512
         return total
+
+
+def node_seconds(dt: float, run: float, wait: float, cores: int) -> float:
+    """How far the node's clock advances over ``dt`` seconds of wall clock in which its threads
+    ran ``run`` and waited on a run queue ``wait`` CPU-seconds (the module's docstring)."""
+    usable = min((run + wait) / dt, cores)
+    lost = max(0.0, usable * dt - run) / max(1.0, usable)
+    return max(0.0, dt - lost)
 
 
 def _tree_blocks(root: Path, seen: set, skip: Path) -> int:

@@ -75,7 +75,9 @@ def cpu_load():
     on any machine (the node and the load inherit this process's CPU affinity)."""
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, sorted(allowed)[:2])
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8)]
+    # each in a session of its own, as the node is: with autogroup scheduling a session shares
+    # the CPU with each other session, so 8 busy processes of one session would take half
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(8)]
     try:
         yield busy
     finally:
@@ -144,3 +146,17 @@ def test_a_machine_too_loaded_to_judge_a_node_is_infrastructure(case, limits, cp
                            limits=dataclasses.replace(limits, timeout_s=2.5, wall_factor=1.0))
     assert _verdict(record) == ("crashed", "InfrastructureError", -1.0), record["term_tail"]
     assert "too loaded to judge" in record["term_tail"]
+
+
+@pytest.mark.parametrize("run, wait, expected", [
+    (1.0, 0.0, 1.0),  # one thread, a quiet machine: the wall clock
+    (0.0, 0.0, 1.0),  # asleep: the wall clock
+    (0.2, 0.8, 0.2),  # one thread, runnable throughout, a fifth of a core: the CPU it got
+    (0.1, 0.4, 0.6),  # half asleep, starved while awake: the wall clock less its wait
+    (1.0, 1.0, 0.5),  # two threads, each half starved: half
+    (2.0, 62.0, 1.0),  # 64 threads on the 2 cores alone (a fork bomb): it waits on itself only
+])
+def test_the_node_clock_is_slowed_only_by_others(run, wait, expected):
+    from train.env.meter import node_seconds
+
+    assert node_seconds(1.0, run, wait, cores=2) == pytest.approx(expected)
