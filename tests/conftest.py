@@ -13,11 +13,12 @@ def fake_home(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch, fake_home):
-    """Unset our variables and point HOME and caches at a per-session temp dir."""
+    """Unset our variables and point HOME, caches and data at a per-session temp dir."""
     monkeypatch.delenv(DB_ENV_VAR, raising=False)
     monkeypatch.delenv(DATA_PATH_ENV_VAR, raising=False)
     monkeypatch.setenv("HOME", str(fake_home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(fake_home / ".cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(fake_home / ".local" / "share"))  # the bundled tasks' data
     monkeypatch.setenv("HF_HOME", str(fake_home / ".cache" / "huggingface"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

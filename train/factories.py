@@ -125,7 +125,7 @@ def round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backend
     return RoundContext(tasks=tasks, backend=backend, sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
                         executor=LocalExecutor(opts.exec_workers, gpus=exec_gpus(opts, log)),
-                        limits=Limits(timeout_s=knobs.exec_timeout_s),
+                        limits=Limits(timeout_s=knobs.exec_timeout_s, allow_list=not opts.unsafe_no_sandbox),
                         progress=progress, monitor=monitor, overlap_exec=overlap_exec(knobs, backend))
 
 

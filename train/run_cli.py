@@ -59,16 +59,20 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--quiet", "-q", is_flag=True,
               help="Print only the run's, rounds' and steps' one-line summaries: no live display at a "
                    "terminal, no per-expansion lines (a log that is not a terminal never gets the display).")
+@click.option("--unsafe-no-sandbox", is_flag=True,
+              help="Run the policy's code even where bubblewrap cannot sandbox it: nodes can then read "
+                   "every file on this machine but the tasks root. Without bubblewrap train run refuses.")
 @click.pass_context
 def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from, tasks, tasks_root, seed, db, device,
                 backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
-                sets, exec_workers, exec_gpus, run_id, nproc, quiet) -> None:
+                sets, exec_workers, exec_gpus, run_id, nproc, quiet, unsafe_no_sandbox) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse.
 
     At a terminal each round is drawn live (rows generated and tokens, nodes executed and
     their statuses, then the step's phases, with ETAs); in a log it prints plain lines.
     """
     from train.distributed import launched_world, under_torchrun
+    from train.env.sandbox import Limits, require_sandbox
     from train.env.gpu import parse_exec_gpus
     from train.launch import launch
     from train.learn.gates import parse_steps
@@ -84,9 +88,10 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       checkpoint_every=checkpoint_every, health_gate=health_gate,
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id, quiet=quiet,
-                      exec_gpus=_gpu_tuple(parse_exec_gpus(exec_gpus)))
+                      exec_gpus=_gpu_tuple(parse_exec_gpus(exec_gpus)), unsafe_no_sandbox=unsafe_no_sandbox)
     rank = launched_world()[0]
     if rank == 0:
+        require_sandbox(Limits(allow_list=not unsafe_no_sandbox))  # before any model loads
         check_warehouse(opts.db_url)
     if nproc > 1 and not under_torchrun():
         report = launch(nproc, opts)  # the ranks print the rounds themselves

@@ -50,6 +50,7 @@ class RunOptions:
     run_id: str | None = None
     first_round: int | None = None  # default: 1, or the resume step + 1
     resume_from: str | None = None  # "RUN:STEP": continue RUN's trees (and checkpoint) after round STEP
+    unsafe_no_sandbox: bool = False  # run nodes even without bubblewrap (train.env.sandbox.require_sandbox)
 
 
 @dataclass

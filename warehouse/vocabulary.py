@@ -40,8 +40,8 @@ IDLE_EXC_TYPES = (CPU_IDLE_ERROR, GPU_IDLE_ERROR)  # the only exc types with IDL
 INFRASTRUCTURE_EXC_TYPE = "InfrastructureError"
 TIMEOUT_EXC_TYPE = "TimeoutError"  # status timeout: the wall-clock or CPU-time limit
 MEMORY_EXC_TYPE = "MemoryError"  # status crashed: a GPU node over its memory (RLIMIT_AS's stand-in)
-# Per-node memory and disk limits (issue 28, being added to the sandbox): status crashed,
-# FAILED_REWARD. Named here ahead of them; nothing produces them yet.
+# Per-node memory and disk limits (the node's tree with its tmpfs, the workspace's total;
+# docs/sandbox.md): status crashed, FAILED_REWARD.
 MEMORY_LIMIT_ERROR = "MemoryLimitError"
 DISK_LIMIT_ERROR = "DiskLimitError"
 # A prompt over the arm's caps: the node is recorded without being generated or executed
@@ -50,13 +50,13 @@ PROMPT_ERROR_EXC_TYPE = "PromptTooLongError"
 
 # --- sandbox outcomes: how a node's process ended (train.env.sandbox's ExecResult.outcome)
 EXITED = "exited"  # it ended by itself: its exit status and submission decide the node
-TIMED_OUT = "timeout"  # killed at the wall-clock limit
+TIMED_OUT = "timeout"  # killed at the time limit (the node's own clock: train.env.meter)
 IDLE = "idle"  # killed for an idle CPU
 GPU_IDLE = "gpu_idle"  # killed for idle GPUs
-MEMORY = "memory"  # killed over its memory (a GPU node's RSS)
+MEMORY = "memory"  # killed over its memory (a GPU node's RSS, before memory_limit; kept for old rows)
 INFRA = "infra"  # the sandbox failed before or around the run
-MEMORY_LIMIT = "memory_limit"  # killed at the per-node memory limit (issue 28; not produced yet)
-DISK_LIMIT = "disk_limit"  # killed at the per-node disk limit (issue 28; not produced yet)
+MEMORY_LIMIT = "memory_limit"  # killed at the per-node memory limit (its tree and tmpfs)
+DISK_LIMIT = "disk_limit"  # killed at the per-node disk quota (its workspace)
 NOT_RUN = "none"  # no code to run: no sandbox at all
 OUTCOMES = (EXITED, TIMED_OUT, IDLE, GPU_IDLE, MEMORY, INFRA, MEMORY_LIMIT, DISK_LIMIT, NOT_RUN)
 

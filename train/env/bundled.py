@@ -1,20 +1,35 @@
-"""Generate the bundled mini-competitions under ``train/tasks/<slug>/``.
+"""Generate the bundled mini-competitions' data: train/test files, answers and leaderboard.
 
-Run once with ``python -m train.env.bundled`` and commit the output: every file comes from a
-fixed seed, so regenerating gives the same bytes. Each task follows MLE-bench's layout
-(description.md, public/, private/, leaderboard.csv) plus a small ``grader.toml``.
+The package ships each task's hand-written files (``train/tasks/<slug>/``: description.md,
+grader.toml, reference_solution.py, solutions/) but no data. The data is generated once per
+install, on first use, into a data directory of this user (``$XDG_DATA_HOME/rollout-warehouse``,
+else ``~/.local/share/rollout-warehouse``, mode 0700), from a random secret kept there: a node
+sees the package (its interpreter's prefix is bound into the sandbox) and can import this
+module, but without the secret it draws other answers. The private answers never live inside
+the interpreter's prefix, the checkout or git, and the sandbox never binds the data directory;
+the grader reads them from outside. ``python -m train.env.bundled`` regenerates them (with a
+new secret).
 
-The synthetic leaderboard is anchored on two scores computed here: a constant baseline and
-the score of the reference model. Teams spread between the baseline and a little beyond the
-reference, so a reasonable solution lands mid-table and there is room above it.
+Each task follows MLE-bench's layout (description.md, public/, private/, leaderboard.csv) plus
+``grader.toml`` and ``scores.json`` (the baseline's and the reference model's scores on this
+install's answers). The synthetic leaderboard is anchored on those two scores: teams spread
+between the baseline and a little beyond the reference, so a reasonable solution lands
+mid-table and there is room above it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import secrets
 import shutil
+import tempfile
 from pathlib import Path
 
 N_TEAMS = 300
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+PACKAGE_TASKS = Path(__file__).resolve().parent.parent / "tasks"  # the shipped, hand-written files
+GENERATOR_VERSION = 2  # bump when the data a seed gives changes: installs regenerate
+HAND_WRITTEN = ("description.md", "grader.toml", "reference_solution.py", "solutions")
 
 TEXT_TOPICS = {
     "sports": "match goal team coach league score player season win stadium referee",
@@ -89,7 +104,7 @@ def _text_classification(rng):
 
 
 def _score(metric, y_true, pred):
-    from train.env.grading import METRICS
+    from train.env.metrics import METRICS
 
     return METRICS[metric](y_true, pred)
 
@@ -150,16 +165,16 @@ TASK_SPECS = {
 }
 
 
-def _write_task(slug: str, seed: int) -> None:
+def _write_task(out: Path, slug: str, seed: int) -> dict:
+    """The data files of one task into ``out``; returns the baseline's and reference's scores."""
     import numpy as np
 
     builder, metric, lower, bound = TASK_SPECS[slug]
     rng = np.random.default_rng(seed)
     frame, targets = builder(rng)
     train, test = frame.iloc[:600].reset_index(drop=True), frame.iloc[600:].reset_index(drop=True)
-    out = TASKS_DIR / slug
     (out / "public").mkdir(parents=True, exist_ok=True)
-    (out / "private").mkdir(parents=True, exist_ok=True)
+    (out / "private").mkdir(mode=0o700, parents=True, exist_ok=True)
     train.to_csv(out / "public" / "train.csv", index=False)
     test.drop(columns=targets).to_csv(out / "public" / "test.csv", index=False)
     answers, sample = _answers_and_sample(slug, test, targets)
@@ -167,14 +182,12 @@ def _write_task(slug: str, seed: int) -> None:
     sample.to_csv(out / "public" / "sample_submission.csv", index=False)
     base_pred, ref_pred = _reference_predictions(slug, train, test)
     y_true = _truth(slug, answers)
-    baseline, reference = _score(metric, y_true, base_pred), _score(metric, y_true, ref_pred)
-    board = _leaderboard(rng, baseline, reference, lower, bound)
+    scores = {"baseline": float(_score(metric, y_true, base_pred)),
+              "reference": float(_score(metric, y_true, ref_pred))}
+    board = _leaderboard(rng, scores["baseline"], scores["reference"], lower, bound)
     board.to_csv(out / "leaderboard.csv", index=False)
-    (out / "grader.toml").write_text(
-        f'metric = "{metric}"\ndirection = "{"lower" if lower else "higher"}"\n'
-        f'id_column = "id"\nanswers = "answers.csv"\n'
-    )
-    print(f"{slug}: baseline={baseline:.5f} reference={reference:.5f}")
+    (out / "scores.json").write_text(json.dumps(scores) + "\n")
+    return scores
 
 
 def _answers_and_sample(slug, test, targets):
@@ -201,14 +214,72 @@ def _truth(slug, answers):
     return answers.iloc[:, 1].to_numpy()
 
 
-def generate(slugs=None) -> None:
-    """(Re)write the bundled tasks' data files; descriptions and solutions are hand-written."""
-    for seed, slug in enumerate(sorted(slugs or TASK_SPECS)):
-        target = TASKS_DIR / slug
-        for sub in ("public", "private"):
-            shutil.rmtree(target / sub, ignore_errors=True)
-        _write_task(slug, seed=20260 + seed)
+def data_root() -> Path:
+    """This user's data directory of the package (never inside the interpreter's prefix)."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "rollout-warehouse"
+
+
+def tasks_root() -> Path:
+    """The bundled tasks with their data (generated here on first use)."""
+    import fcntl
+
+    root = data_root() / f"tasks-v{GENERATOR_VERSION}"
+    if _complete(root):
+        return root
+    root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(root.parent / ".tasks.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one generator at a time; the others wait and reuse it
+        if not _complete(root):
+            generate(root)
+    return root
+
+
+def _complete(root: Path) -> bool:
+    return all((root / slug / "scores.json").is_file() for slug in TASK_SPECS)
+
+
+def generate(root: Path | None = None, log=None) -> Path:
+    """(Re)write every bundled task, data and hand-written files, under ``root``, from a new
+    secret. Built beside it and renamed into place, so a concurrent reader sees all or none."""
+    root = root or data_root() / f"tasks-v{GENERATOR_VERSION}"
+    root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root.parent, 0o700)  # the answers' parent: no other user may enter
+    secret = secrets.token_bytes(32)  # never written anywhere: the data is all that is kept
+    build = Path(tempfile.mkdtemp(prefix=".tasks-", dir=root.parent))
+    try:
+        for slug in sorted(TASK_SPECS):
+            _copy_hand_written(PACKAGE_TASKS / slug, build / slug)
+            scores = _write_task(build / slug, slug, _seed(secret, slug))
+            if log:
+                log(f"{slug}: baseline={scores['baseline']:.5f} reference={scores['reference']:.5f}")
+        os.chmod(build, 0o755)
+        old = root.with_name(f".{root.name}-old-{os.getpid()}")
+        if root.exists():
+            root.rename(old)
+        try:
+            build.rename(root)
+        except OSError:  # another process generated it meanwhile: theirs stands
+            if not root.is_dir():
+                raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return root
+
+
+def _copy_hand_written(src: Path, dest: Path) -> None:
+    dest.mkdir()
+    for name in HAND_WRITTEN:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dest / name)
+        elif (src / name).is_file():
+            shutil.copyfile(src / name, dest / name)
+
+
+def _seed(secret: bytes, slug: str) -> int:
+    return int.from_bytes(hashlib.sha256(secret + slug.encode()).digest()[:16], "big")
 
 
 if __name__ == "__main__":
-    generate()
+    print(f"generated {generate(log=print)}")

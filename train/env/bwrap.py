@@ -45,15 +45,20 @@ def python_dirs(python: str) -> tuple[str, ...]:
     """The directories an interpreter needs: its prefixes (venv and base) and its binary's."""
     out = subprocess.run([python, "-c", "import sys, json; print(json.dumps([sys.prefix, "
                           "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
-                         capture_output=True, text=True, timeout=60, check=True)
+                         capture_output=True, text=True, timeout=300, check=True)
     dirs = {str(Path(d).resolve()) for d in json.loads(out.stdout)}
     dirs |= {str(Path(python).parent.absolute()), str(Path(python).resolve().parent)}
     return tuple(sorted(d for d in dirs if d != "/"))
 
 
 def argv(*, workspace: Path, public_dir: str, launcher: str, config: str, pythons: list[str],
-         gpus: tuple[int, ...] = (), unshare_user: bool = False) -> list[str]:
-    """The bwrap command line that runs ``python launcher config`` in the node's filesystem."""
+         gpus: tuple[int, ...] = (), unshare_user: bool = False, hidden: tuple[str, ...] = (),
+         tmpfs_bytes: int | None = None) -> list[str]:
+    """The bwrap command line that runs ``python launcher config`` in the node's filesystem.
+
+    ``hidden``: directories (a tasks root, private answers) to cover with an empty read-only
+    tmpfs where a bind above them (an interpreter's prefix) would show them. ``tmpfs_bytes``
+    caps the node's /tmp and /dev/shm (memory the node's limit counts)."""
     binds = _Binds()
     binds.ro("/usr")
     for top in TOP_LEVEL:
@@ -64,11 +69,14 @@ def argv(*, workspace: Path, public_dir: str, launcher: str, config: str, python
     for path in ETC_FILES:
         if os.path.exists(path):
             binds.ro(path)
-    for flag, dest in (("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp")):
+    size = ["--size", str(tmpfs_bytes)] if tmpfs_bytes and _supports_size() else []
+    for flag, dest in (("--proc", "/proc"), ("--dev", "/dev")):
         binds.mount(flag, dest)
-    # bwrap's /dev/shm is root's 0755: the node's uid could not make the POSIX semaphores
-    # multiprocessing and joblib use. Sticky and world-writable, as on the host.
-    binds.args += ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    # bwrap's tmpfs is root's 0755: the node's uid could not write /tmp, nor make the POSIX
+    # semaphores multiprocessing and joblib use in /dev/shm. Sticky and world-writable, as on
+    # the host; both are memory, which the node's limit counts (train.env.meter).
+    for dest in ("/tmp", "/dev/shm"):
+        binds.args += ["--perms", "1777", *size, "--tmpfs", dest]
     for python in pythons:
         for d in python_dirs(python):
             binds.ro(d)
@@ -83,6 +91,11 @@ def argv(*, workspace: Path, public_dir: str, launcher: str, config: str, python
         for lib_dir in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
             if lib_dir and os.path.isdir(lib_dir):
                 binds.ro(os.path.realpath(lib_dir), lib_dir)
+    for path in hidden:
+        if workspace.is_relative_to(path):
+            continue  # the sandbox (train.env.node's hidden dirs) never hides the workspace
+        if any(Path(path).is_relative_to(b) for b in binds.bound):
+            binds.args += ["--tmpfs", path, "--remount-ro", path]
     namespaces = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                   "--unshare-cgroup-try", "--hostname", "sandbox"]
     if unshare_user:
@@ -90,6 +103,13 @@ def argv(*, workspace: Path, public_dir: str, launcher: str, config: str, python
     return [bwrap_path() or "bwrap", *namespaces, "--die-with-parent", "--new-session",
             *binds.args, "--chdir", str(workspace), "--",
             sys.executable, "-I", f"{IN_SANDBOX}/launch.py", f"{IN_SANDBOX}/launch.json"]
+
+
+@functools.cache
+def _supports_size() -> bool:
+    """bwrap >= 0.6 sizes a tmpfs (``--size``)."""
+    out = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True, text=True)
+    return "--size" in out.stdout + out.stderr
 
 
 class _Binds:

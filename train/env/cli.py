@@ -21,14 +21,21 @@ def env_group() -> None:
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Wall-clock limit in seconds.")
 @click.option("--exec-gpus", default="none", show_default=True, metavar="0,1|none",
               help="GPUs a solution that declares gpu = N in [tool.resources] may use.")
+@click.option("--unsafe-no-sandbox", is_flag=True,
+              help="Run the solution even where bubblewrap cannot sandbox it: it can then read every "
+                   "file on this machine but the tasks root. Without bubblewrap the check refuses.")
 @click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="pretty", show_default=True)
-def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, exec_gpus: str, fmt: str) -> None:
-    """Run one solution through the whole path and print its node record."""
+def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, exec_gpus: str,
+          unsafe_no_sandbox: bool, fmt: str) -> None:
+    """Run one solution through the whole path and print its node record.
+
+    The solution runs in the bubblewrap sandbox (apt-get install bubblewrap); without it the
+    check refuses, unless --unsafe-no-sandbox."""
     from train.env.gpu import parse_exec_gpus
     from train.env.node import check_solution
 
     record = check_solution(task, code_file.read_text(), tasks_root=tasks_root, timeout_s=timeout,
-                            gpus=parse_exec_gpus(exec_gpus) or [])
+                            gpus=parse_exec_gpus(exec_gpus) or [], unsafe_no_sandbox=unsafe_no_sandbox)
     if fmt == "json":
         click.echo(json.dumps(record, indent=2, default=str))
     else:

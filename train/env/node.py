@@ -9,8 +9,10 @@ Status choices (the warehouse accepts only the six known statuses; every name an
   left its GPUs idle (reward -0.2). Not ``timeout``: the
   node did not run out of time, it stopped working, and the reward table tells it apart.
 - the sandbox itself failed: ``crashed`` with exc_type ``InfrastructureError`` (reward -1.0).
-- a wall-clock or CPU-time limit: ``timeout`` with exc_type ``TimeoutError``
-  (RLIMIT_CPU kills with SIGXCPU, which is reported as a timeout too).
+- a time limit (on the node's own clock) or CPU-time limit: ``timeout`` with exc_type
+  ``TimeoutError`` (RLIMIT_CPU kills with SIGXCPU, which is reported as a timeout too).
+- over the node's memory limit (its tree and tmpfs) or disk quota: ``crashed`` with exc_type
+  ``MemoryLimitError`` or ``DiskLimitError`` (reward -0.5).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from train.env.executors import Executor, LocalExecutor
 from train.env.extract import Extraction, extract
 from train.env.grading import Grade, grade_submission
 from train.env.reward import reward_for
-from train.env.sandbox import ExecResult, Limits, SandboxJob
+from train.env.sandbox import ExecResult, Limits, SandboxJob, require_sandbox
 from train.env.tasks import Task
 from warehouse import vocabulary as vocab
 
@@ -43,12 +45,13 @@ def evaluate_code(task: Task, code: str, executor: Executor | None = None,
 
 
 def check_solution(task_name: str, text: str, tasks_root=None, timeout_s: float = 600.0,
-                   gpus: list[int] | tuple[int, ...] = ()) -> dict:
+                   gpus: list[int] | tuple[int, ...] = (), unsafe_no_sandbox: bool = False) -> dict:
     """``train env check``: a script or a fenced completion through the whole path."""
     from train.env.tasks import load_task
 
+    limits = Limits(timeout_s=timeout_s, allow_list=not unsafe_no_sandbox)
+    require_sandbox(limits)
     task = load_task(task_name, tasks_root)
-    limits = Limits(timeout_s=timeout_s)
     executor = LocalExecutor(gpus=gpus)
     if "```" in text:
         return evaluate(task, [text], executor=executor, limits=limits)[0]
@@ -59,6 +62,7 @@ def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Ex
                          limits: Limits | None) -> list[dict]:
     executor = executor or LocalExecutor()
     limits = limits or Limits()
+    require_sandbox(limits)
     runnable = [i for i, e in enumerate(extractions) if e.has_code]
     jobs = [SandboxJob(code=extractions[i].code, public_dir=str(task.public_dir),
                        hidden_dirs=_hidden_dirs(task), limits=limits,

@@ -7,22 +7,27 @@ session and process group, through ``_launch.py``, with:
 - where bubblewrap works (the default), an allow-list filesystem (``train/env/bwrap.py``): the
   node sees its workspace, the public data (read-only, bound, not copied), the Python it runs
   with and the system's libraries; nothing else on the machine exists for it;
-
-- a wall-clock timeout (``timeout``), and RLIMIT_CPU as a backstop;
-- RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes); a GPU node gets
-  no RLIMIT_AS (a CUDA context reserves far more address space than it uses) and is killed
-  as ``MemoryError`` when its processes' resident memory passes ``mem_gi`` instead;
+- a time limit (``timeout_s``) on the node's own clock, and RLIMIT_CPU as a backstop;
+- a memory limit (``mem_gi``) on its whole process tree and its private /tmp and /dev/shm,
+  and a disk quota (``disk_gi``) on its workspace, both watched from outside
+  (``train/env/meter.py``): ``memory_limit`` / ``disk_limit``; RLIMIT_AS (memory, per
+  process), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes) as backstops; a GPU node gets
+  no RLIMIT_AS (a CUDA context reserves far more address space than it uses);
 - a fresh network namespace (no interfaces but a down loopback: no network at all) and a pid
   namespace (when the solution ends, the kernel kills and reaps all it left behind);
-- without bubblewrap (fallback, with a warning): a copy of the public data and a mount
-  namespace with an empty read-only tmpfs over the tasks root and the private answers (a
-  deny-list: the rest of the machine stays readable);
+- without bubblewrap nothing runs (``require_sandbox``) unless the caller names the risk
+  (``--unsafe-no-sandbox``, ``Limits(allow_list=False)``): then a copy of the public data and
+  a mount namespace with an empty read-only tmpfs over the tasks root and the private answers
+  (a deny-list: the rest of the machine stays readable);
 - when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
   undo the mounts, and every process it leaves behind can be found and killed);
 - a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
-- an idle check: a node whose CPU use stays under ``idle_cpu_pct`` for ``idle_window_s``
-  is killed and reported as ``CpuIdleError``; a node given GPUs (``train/env/gpu.py``) is
-  judged by its GPUs instead, under ``idle_gpu_pct`` for the same window: ``GpuIdleError``.
+- an idle check: a node whose CPU demand (run and run-queue wait, so a loaded machine does
+  not make a busy node look idle) stays under ``idle_cpu_pct`` for ``idle_window_s`` is
+  killed and reported as ``CpuIdleError``; a node given GPUs (``train/env/gpu.py``) is judged by its GPUs instead, under ``idle_gpu_pct`` for the same window: ``GpuIdleError``.
+
+Workspaces live under one root (``train/env/workspaces.py``); those of a process killed with
+kill -9 are removed by the next one. docs/sandbox.md has the whole picture.
 
 Where the kernel or our privileges forbid a namespace or the uid switch, the node still runs,
 with a warning (logged once and listed in ``ExecResult.warnings``) naming what is missing.
@@ -46,12 +51,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from train.env import workspaces
+from train.env.errors import EnvError
 from warehouse import vocabulary as vocab
 
 log = logging.getLogger(__name__)
 
 LAUNCHER = Path(__file__).resolve().parent / "_launch.py"
 SETUP_FAILED = 97
+# The namespace and bubblewrap probes start a Python: at load average 60 on 2 cores that took
+# many seconds, and a probe that timed out would make train run refuse for want of bubblewrap.
+PROBE_TIMEOUT_S = 300
 UID_BASE = 1_500_000  # far above any real account; one uid per concurrently running node
 _uid_counter = itertools.count()
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
@@ -63,9 +73,13 @@ class Limits:
 
     timeout_s: float = 600.0
     cpu_s: float | None = None  # RLIMIT_CPU; default: 2 x timeout_s x cpus
+    # timeout_s runs on the node's own clock; a machine so loaded that the wall clock passes
+    # this many times it cannot judge the node: it is stopped as infrastructure, not timed out
+    wall_factor: float = 10.0
     cpus: int = 1  # threads offered to BLAS/OpenMP, and the 100% of cpu_util
-    mem_gi: float = 8.0  # RLIMIT_AS
-    fsize_mb: int = 1024  # RLIMIT_FSIZE: largest file a node may write
+    mem_gi: float = 8.0  # the node's whole tree and its tmpfs (train.env.meter); RLIMIT_AS per process
+    disk_gi: float = 2.0  # everything the node writes into its workspace, in total
+    fsize_mb: int = 1024  # RLIMIT_FSIZE: largest file a node may write (disk_gi bounds them all)
     nproc: int = 128  # RLIMIT_NPROC (only per node when a uid of its own is used)
     idle_window_s: float = 120.0
     idle_cpu_pct: float = 2.0  # percent of one core
@@ -74,7 +88,7 @@ class Limits:
     term_tail_chars: int = 4000
     max_submission_mb: int = 64
     python: str = sys.executable
-    workspace_root: str | None = None  # default: the system temp dir
+    workspace_root: str | None = None  # default: train.env.workspaces.default_root()
     isolate: bool = True  # namespaces and uid switch when the machine allows them
     allow_list: bool = True  # bubblewrap's allow-list filesystem when bwrap works here
 
@@ -96,7 +110,7 @@ class SandboxJob:
 class ExecResult:
     """What came back from running one node; grading happens in the caller."""
 
-    outcome: str  # one of warehouse.vocabulary.OUTCOMES: exited | timeout | idle | gpu_idle | memory | infra
+    outcome: str  # one of warehouse.vocabulary.OUTCOMES: exited | timeout | idle | gpu_idle | memory_limit | ...
     returncode: int | None = None
     exc_type: str | None = None
     term_tail: str = ""
@@ -104,7 +118,9 @@ class ExecResult:
     exec_timings: dict | None = None
     cpu_util_mean: float | None = None
     cpu_util_peak: float | None = None
-    mem_peak_gi: float | None = None
+    mem_peak_gi: float | None = None  # the tree's PSS plus its tmpfs, at its peak sample
+    disk_peak_gi: float | None = None  # the workspace's, at its peak sample (not a record field)
+    node_time: float | None = None  # seconds on the node's own clock (train.env.meter)
     gpu_util: float | None = None
     gpu_util_peak: float | None = None
     gpu_mem_used_gi: float | None = None
@@ -148,7 +164,7 @@ def run_job(job: SandboxJob) -> ExecResult:
 
 def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str]]:
     """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid."""
-    base = Path(tempfile.mkdtemp(prefix="node-", dir=job.limits.workspace_root))
+    base = workspaces.new_workspace(job.limits.workspace_root)
     workspace = base / "ws"
     caps = _caps(job.limits)
     if caps.bwrap:
@@ -174,6 +190,31 @@ class Capabilities:
     uid_switch: bool
     warnings: tuple[str, ...] = ()
     bwrap: bool = False  # the allow-list sandbox works here
+    bwrap_missing: str = ""  # why not, when it does not
+
+
+UNSAFE_FLAG = "--unsafe-no-sandbox"
+
+
+class SandboxUnavailableError(EnvError):
+    """No allow-list sandbox here, and the caller did not accept running without one."""
+
+
+def require_sandbox(limits: Limits) -> None:
+    """Refuse to run untrusted code outside bubblewrap unless ``limits`` turned it off by name
+    (``allow_list=False``, ``isolate=False``: what ``--unsafe-no-sandbox`` sets)."""
+    if not (limits.isolate and limits.allow_list):
+        return
+    caps = capabilities()
+    if caps.bwrap:
+        return
+    installed = "not installed" not in caps.bwrap_missing
+    fix = ("Let it run (as root, or with unprivileged user namespaces: sysctl "
+           "kernel.unprivileged_userns_clone=1)" if installed else
+           "Install bubblewrap (apt-get install bubblewrap)")
+    raise SandboxUnavailableError(
+        f"{caps.bwrap_missing}: model-written code cannot be sandboxed here. {fix}, or pass "
+        f"{UNSAFE_FLAG} to run it where it can read every file on this machine but the tasks root.")
 
 
 _NO_ISOLATION = Capabilities(False, False, ("isolation disabled by Limits(isolate=False)",))
@@ -196,7 +237,7 @@ def capabilities() -> Capabilities:
     probe_dir = tempfile.mkdtemp(prefix="probe-")
     try:
         probe = subprocess.run([sys.executable, str(LAUNCHER), "--probe", probe_dir],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         namespaces = probe.returncode == 0
         if not namespaces:
             warnings.append("no network/mount namespace (needs root or user namespaces): nodes can "
@@ -206,15 +247,15 @@ def capabilities() -> Capabilities:
     uid_switch = os.geteuid() == 0
     allow_list, why = _probe_bwrap(uid_switch)
     if not allow_list:
-        warnings.append(f"{why}: falling back to the deny-list sandbox, where a node can read "
-                        "every file on the machine but the tasks root (install bubblewrap: "
-                        "apt-get install bubblewrap)")
+        warnings.append(f"{why}: nodes run only with {UNSAFE_FLAG}, in the deny-list sandbox, where "
+                        "a node can read every file on the machine but the tasks root (install "
+                        "bubblewrap: apt-get install bubblewrap)")
     if not uid_switch:
         warnings.append("not root: nodes run under our own uid, so RLIMIT_NPROC is shared "
                         "and escaped processes are found by process group only")
     for line in warnings:
         log.warning("sandbox: %s", line)
-    return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list)
+    return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why)
 
 
 def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
@@ -231,7 +272,7 @@ def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
                                       "argv": [sys.executable, "-c", "pass"], "env": {}, "rlimits": {}}))
         argv = bwrap.argv(workspace=base / "ws", public_dir=str(base / "ws"), launcher=str(LAUNCHER),
                           config=str(config), pythons=[sys.executable], unshare_user=not as_root)
-        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"bubblewrap failed to start ({exc})"
     finally:
@@ -263,8 +304,11 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
             if caps.bwrap:
                 os.close(status_write)
                 status_write = None
-            watch = _watch(proc, limits, uid, job.gpus)
+            watch = _watch(proc, limits, uid, job.gpus, workspace)
         tail = _tail(output, limits.term_tail_chars)
+        if watch["starved"]:
+            tail += (f"\nsandbox: stopped after {watch['wall']:.0f} s of wall clock, {watch['node_time']:.0f} s "
+                     f"on the node's own clock: the machine is too loaded to judge it")
         if caps.bwrap:
             _solution_status(watch, status_read, tail)
     finally:
@@ -276,7 +320,8 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     return ExecResult(outcome=watch["outcome"], returncode=watch["returncode"], term_tail=tail,
                       exc_type=_exc_type(watch, tail), exec_time=watch["wall"],
                       cpu_util_mean=watch["cpu_mean"], cpu_util_peak=watch["cpu_peak"],
-                      mem_peak_gi=watch["mem_peak_gi"], **watch["gpu"])
+                      mem_peak_gi=watch["mem_peak_gi"], disk_peak_gi=watch["disk_peak_gi"],
+                      node_time=watch["node_time"], **watch["gpu"])
 
 
 def _argv(job: SandboxJob, workspace: Path, config: Path, caps: Capabilities) -> list[str]:
@@ -286,7 +331,8 @@ def _argv(job: SandboxJob, workspace: Path, config: Path, caps: Capabilities) ->
 
     return bwrap.argv(workspace=workspace, public_dir=job.public_dir, launcher=str(LAUNCHER),
                       config=str(config), pythons=list(dict.fromkeys([sys.executable, job.limits.python])),
-                      gpus=job.gpus, unshare_user=not caps.uid_switch)
+                      gpus=job.gpus, unshare_user=not caps.uid_switch, hidden=job.hidden_dirs,
+                      tmpfs_bytes=int(job.limits.mem_gi * 2**30))
 
 
 def _solution_status(watch: dict, status_read: int, tail: str) -> None:
@@ -369,37 +415,40 @@ def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
     }
 
 
-def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[int, ...] = ()) -> dict:
-    """Poll the node until it exits, times out or idles; kill everything it left behind."""
+def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[int, ...] = (),
+           workspace: Path | None = None) -> dict:
+    """Poll the node until it exits, or is stopped (time, idleness, memory, disk); kill
+    everything it left behind. Time and idleness are read on the node's own clock and demand
+    (train.env.meter), so the machine's load does not change the verdict."""
     import psutil
 
     from train.env.gpu import GpuMonitor
+    from train.env.meter import NodeMeter
 
     monitor = GpuMonitor(gpus) if gpus else None
     judge_gpu = monitor is not None and monitor.available  # a GPU node idles on its GPUs
+    meter = NodeMeter(workspace)
     start = last = time.monotonic()
-    cpu_last, outcome, idle_since = 0.0, "exited", None
-    peak_rss, utils = 0, []
+    node_time, outcome, idle_since, starved = 0.0, vocab.EXITED, None, False
+    peak_mem, peak_disk, utils, cpu_seen = 0, 0, [], 0.0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
         time.sleep(limits.sample_s)
         now = time.monotonic()
-        cpu, rss = _tree_usage(psutil, proc.pid, uid)
-        util = max(0.0, cpu - cpu_last) / max(now - last, 1e-6) * 100  # percent of one core
-        cpu_last, last, peak_rss = max(cpu, cpu_last), now, max(peak_rss, rss)
-        utils.append(util)
+        sample = meter.sample(_node_processes(psutil, proc.pid, uid), now - last)
+        node_time, last, cpu_seen = node_time + sample.node_dt, now, max(cpu_seen, sample.cpu_s)
+        peak_mem, peak_disk = max(peak_mem, sample.mem_bytes), max(peak_disk, sample.disk_bytes)
+        utils.append(sample.util_pct)
         gpu_util = monitor.sample() if monitor is not None else None
-        idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu else util < limits.idle_cpu_pct
-        idle_since = (idle_since or now) if idle else None
-        if now - start > limits.timeout_s:
-            outcome = "timeout"
-        elif gpus and rss > limits.mem_gi * 2**30:  # RLIMIT_AS's stand-in for GPU nodes
-            outcome = "memory"
-        elif idle_since is not None and now - idle_since >= limits.idle_window_s:
-            outcome = "gpu_idle" if judge_gpu else "idle"
-        if outcome != "exited":
+        idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu \
+            else sample.demand_pct < limits.idle_cpu_pct
+        idle_since = (idle_since if idle_since is not None else node_time) if idle else None
+        outcome = _stopped(limits, node_time, idle_since, sample, judge_gpu)
+        if outcome == vocab.EXITED and now - start > limits.wall_factor * limits.timeout_s:
+            outcome, starved = vocab.INFRA, True
+        if outcome != vocab.EXITED:
             _kill_all(proc.pid, uid, psutil)
             pid, status, usage = os.wait4(proc.pid, 0)
             break
@@ -409,26 +458,28 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     # must not be killed; and a reaped process's children were reparented, out of its tree.
     _kill_all(proc.pid, uid, psutil, tree=False)
     wall = time.monotonic() - start
-    cpu_total = usage.ru_utime + usage.ru_stime
-    peak_rss = max(peak_rss, usage.ru_maxrss * 1024)
+    # bwrap's rusage misses the solution (its grandchild, reaped inside the pid namespace)
+    cpu_total = max(usage.ru_utime + usage.ru_stime, cpu_seen)
+    peak_mem = max(peak_mem, usage.ru_maxrss * 1024)
     return {"outcome": outcome, "returncode": proc.returncode, "wall": round(wall, 4),
+            "node_time": round(node_time, 4), "starved": starved,
             "cpu_mean": round(100 * cpu_total / max(wall, 1e-6) / limits.cpus, 2),
             "cpu_peak": round(max(utils, default=100 * cpu_total / max(wall, 1e-6)) / limits.cpus, 2),
-            "mem_peak_gi": round(peak_rss / 2**30, 4),
+            "mem_peak_gi": round(peak_mem / 2**30, 4), "disk_peak_gi": round(peak_disk / 2**30, 4),
             "gpu": monitor.summary() if monitor is not None else {}}
 
 
-def _tree_usage(psutil, pid: int, uid: int | None) -> tuple[float, int]:
-    """(cpu seconds, rss bytes) summed over the node's processes."""
-    cpu, rss = 0.0, 0
-    for p in _node_processes(psutil, pid, uid):
-        try:
-            times = p.cpu_times()
-            cpu += times.user + times.system
-            rss += p.memory_info().rss
-        except psutil.Error:
-            continue
-    return cpu, rss
+def _stopped(limits: Limits, node_time: float, idle_since: float | None, sample, judge_gpu: bool) -> str:
+    """The outcome that stops the node at this sample, else ``exited`` (it goes on)."""
+    if sample.mem_bytes > limits.mem_gi * 2**30:
+        return vocab.MEMORY_LIMIT
+    if sample.disk_bytes > limits.disk_gi * 2**30:
+        return vocab.DISK_LIMIT
+    if node_time > limits.timeout_s:
+        return vocab.TIMED_OUT
+    if idle_since is not None and node_time - idle_since >= limits.idle_window_s:
+        return vocab.GPU_IDLE if judge_gpu else vocab.IDLE
+    return vocab.EXITED
 
 
 def _node_processes(psutil, pid: int, uid: int | None, tree: bool = True) -> list:

@@ -36,6 +36,8 @@ from typing import Any, Callable
 
 from train.env.errors import TaskLayoutError, TaskNotFoundError
 
+# The bundled tasks' hand-written files (descriptions, graders, solutions) as the package ships
+# them; their data, answers included, is generated per install outside it (train.env.bundled).
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "tasks"
 TASKS_ROOT_ENV = "TRAIN_TASKS_ROOT"
 # Our built-in metrics, under the names grader.toml and MLE-bench's registry give them
@@ -99,7 +101,7 @@ def bundled_task_names() -> list[str]:
 
 def load_task(name: str, tasks_root: str | Path | None = None) -> Task:
     """The task ``name`` from ``tasks_root`` (else $TRAIN_TASKS_ROOT, else the bundled tasks)."""
-    root = Path(tasks_root or os.environ.get(TASKS_ROOT_ENV) or BUNDLED_ROOT)
+    root = _root(tasks_root)
     task_dir = root / name
     if not task_dir.is_dir():
         known = ", ".join(_names_under(root)) or "none"
@@ -119,7 +121,7 @@ def load_task(name: str, tasks_root: str | Path | None = None) -> Task:
 
 def describe_tasks(tasks_root: str | Path | None = None) -> list[dict]:
     """One row per task directory: its grading, or why it cannot be read (the listing goes on)."""
-    root = Path(tasks_root or os.environ.get(TASKS_ROOT_ENV) or BUNDLED_ROOT)
+    root = _root(tasks_root)
     if not root.is_dir():
         raise TaskNotFoundError(f"No tasks root {root}: not a directory.")
     rows = []
@@ -133,6 +135,14 @@ def describe_tasks(tasks_root: str | Path | None = None) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - a broken task is listed with its reason
             rows.append({"task": name, "error": f"{type(exc).__name__}: {exc}"})
     return rows
+
+
+def _root(tasks_root: str | Path | None) -> Path:
+    if tasks_root or os.environ.get(TASKS_ROOT_ENV):
+        return Path(tasks_root or os.environ[TASKS_ROOT_ENV])
+    from train.env.bundled import tasks_root as bundled_tasks_root
+
+    return bundled_tasks_root()
 
 
 def _names_under(root: Path) -> list[str]:

@@ -12,12 +12,14 @@ from train.env.cli import env_group
 def test_check_prints_the_node_record_as_json(tmp_path):
     from train.env import load_task
 
-    code = load_task("mini-text-classification").root / "reference_solution.py"
+    task = load_task("mini-text-classification")
+    code = task.root / "reference_solution.py"
     result = CliRunner().invoke(env_group, ["check", "mini-text-classification", "--code", str(code),
                                             "--timeout", "30", "--format", "json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
-    assert (record["status"], record["test_metric"], record["source"]) == ("ok", 0.955, "grade")
+    reference = json.loads((task.root / "scores.json").read_text())["reference"]  # the generator's score
+    assert (record["status"], record["test_metric"], record["source"]) == ("ok", reference, "grade")
     assert 0 <= record["reward"] <= 1
 
 
@@ -71,3 +73,68 @@ def test_tasks_of_the_bundled_root_as_json():
         "mini-regression-rmse", "mini-tabular-accuracy", "mini-tabular-logloss", "mini-text-classification"]
     assert {(r["metric"], r["direction"], r["id_column"], r["teams"]) for r in rows} == {
         ("rmse", "lower", "id", 300), ("accuracy", "higher", "id", 300), ("logloss", "lower", "id", 300)}
+
+
+def _without_bubblewrap(monkeypatch):
+    from train.env import sandbox
+
+    missing = sandbox.Capabilities(namespaces=True, uid_switch=True, bwrap=False,
+                                   bwrap_missing="bubblewrap (bwrap) is not installed")
+    monkeypatch.setattr(sandbox, "capabilities", lambda: missing)
+
+
+def _error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.strip()]
+
+
+def test_check_refuses_without_bubblewrap_in_one_line_naming_the_install(tmp_path, monkeypatch):
+    from train.cli import main
+
+    _without_bubblewrap(monkeypatch)
+    code = tmp_path / "s.py"
+    code.write_text("open('ran', 'w')\n")
+    result = CliRunner().invoke(main, ["env", "check", "mini-tabular-accuracy", "--code", str(code)])
+    assert result.exit_code == 1
+    [line] = _error_lines(result.output)
+    assert line.startswith("Error: bubblewrap (bwrap) is not installed")
+    assert "apt-get install bubblewrap" in line and "--unsafe-no-sandbox" in line
+
+
+def test_run_refuses_without_bubblewrap_before_loading_anything(tmp_path, monkeypatch):
+    from train.cli import main
+
+    _without_bubblewrap(monkeypatch)
+    db = tmp_path / "wh.duckdb"
+    result = CliRunner().invoke(main, ["run", "--rounds", "1", "--db", str(db), "--quiet"])
+    assert result.exit_code == 1
+    [line] = _error_lines(result.output)
+    assert line.startswith("Error: bubblewrap (bwrap) is not installed") and "apt-get install bubblewrap" in line
+    assert not db.exists()  # refused before the warehouse or the model was touched
+
+
+def test_check_runs_without_bubblewrap_when_told_the_risk_by_name(tmp_path, monkeypatch):
+    from train.cli import main
+
+    _without_bubblewrap(monkeypatch)
+    code = tmp_path / "s.py"
+    code.write_text("raise KeyError('ran')\n")
+    result = CliRunner().invoke(main, ["env", "check", "mini-tabular-accuracy", "--code", str(code),
+                                       "--unsafe-no-sandbox", "--format", "json"])
+    record = json.loads(result.output)
+    assert (record["status"], record["exc_type"]) == ("crashed", "KeyError")  # it ran, outside bwrap
+
+
+def test_a_bubblewrap_that_cannot_build_a_sandbox_is_named_with_its_fix(tmp_path, monkeypatch):
+    from train.cli import main
+    from train.env import sandbox
+
+    broken = sandbox.Capabilities(namespaces=True, uid_switch=False, bwrap=False,
+                                  bwrap_missing="bubblewrap cannot build a sandbox here (bwrap: No permissions "
+                                                "to create new namespace)")
+    monkeypatch.setattr(sandbox, "capabilities", lambda: broken)
+    code = tmp_path / "s.py"
+    code.write_text("print(1)\n")
+    result = CliRunner().invoke(main, ["env", "check", "mini-tabular-accuracy", "--code", str(code)])
+    [line] = _error_lines(result.output)
+    assert result.exit_code == 1 and line.startswith("Error: bubblewrap cannot build a sandbox here")
+    assert "user namespaces" in line and "apt-get" not in line and "--unsafe-no-sandbox" in line

@@ -6,7 +6,8 @@ import math
 import pytest
 
 from train.env import humanrank, medal_for, medal_thresholds
-from train.env.grading import grade_submission, logloss, rmse
+from train.env.grading import grade_submission
+from train.env.metrics import logloss, rmse
 
 HIGHER = [0.9, 0.8, 0.8, 0.7, 0.6]  # best first
 LOWER = [0.1, 0.2, 0.2, 0.3, 0.4]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import socket
 import time
 from pathlib import Path
@@ -47,8 +48,9 @@ def test_every_status_gets_its_reward(case, limits):
         "idle": ("crashed", "CpuIdleError", -0.2),
     }
     ok = records["ok"]
-    assert ok["test_metric"] == 0.75 and ok["oriented"] == 0.75  # the generator's reference score
-    assert humanrank == pytest.approx(_humanrank_by_hand(task, 0.75))
+    reference = json.loads((task.root / "scores.json").read_text())["reference"]  # the generator's score
+    assert ok["test_metric"] == pytest.approx(reference, abs=1e-9) and ok["oriented"] == ok["test_metric"]
+    assert humanrank == pytest.approx(_humanrank_by_hand(task, ok["test_metric"]))
     assert records["no_code"]["code"] == "" and records["no_code"]["exec_time"] is None
     assert records["idle"]["exec_time"] < 15  # killed after the 5 s window, not the 20 s timeout
     assert set(ok["exec_timings"]) == {"pending", "stage", "exec", "retrieve"}
@@ -62,11 +64,13 @@ def _humanrank_by_hand(task, score):
     return (sum(s < score for s in board) + 0.5 * sum(s == score for s in board)) / len(board)
 
 
-def test_wall_clock_timeout(case, limits):
+def test_timeout(case, limits):
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("timeout_busy_loop.py"),
                            limits=dataclasses.replace(limits, timeout_s=1.5))
     assert (record["status"], record["exc_type"], record["reward"]) == ("timeout", "TimeoutError", -0.5)
-    assert 1.5 <= record["exec_time"] < 5
+    # the node's clock never runs ahead of the wall clock; on a loaded machine it runs slower
+    # (test_env_limits.py), so the wall time has no upper bound here
+    assert record["exec_time"] >= 1.5
 
 
 def test_a_script_that_does_not_compile_names_syntax_error(case, limits):
@@ -144,7 +148,7 @@ def test_huge_file_is_cut_at_the_size_limit(case, limits):
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("huge_file.py"), limits=limits)
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "OSError", -0.5)
     assert "File too large" in record["term_tail"]
-    assert list(Path(limits.workspace_root).iterdir()) == []  # the workspace is gone
+    assert list(Path(limits.workspace_root).glob("node-*")) == []  # the workspace is gone
 
 
 def test_environment_is_scrubbed(limits, monkeypatch):
@@ -159,7 +163,7 @@ def test_environment_is_scrubbed(limits, monkeypatch):
 def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allow_list):
     """Private answers planted in /tmp, the home directory, next to the warehouse and in
     another tasks root; the warehouse file and a checkpoint directory; the bundled tasks'
-    answers in the checkout: a node that walks the whole filesystem finds none of them."""
+    answers in their data dir: a node that walks the whole filesystem finds none of them."""
     if not capabilities().bwrap:
         pytest.skip("no bubblewrap here: the sandbox warns and falls back to its deny-list")
     import json
@@ -202,9 +206,8 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
     if allow_list:
         assert lines["COMPLETE"] is True  # it walked every directory it could see
         assert lines["FOUND"] == [] and lines["READABLE"] == []
-    else:  # the deny-list fallback hides its own tasks root only: the rest is in reach
-        assert str(bundled) in lines["READABLE"]
-        assert str(task.answers_path) not in lines["READABLE"]
+    else:  # the deny-list fallback hides its own tasks root; the bundled answers' data dir is 0700
+        assert str(bundled) not in lines["READABLE"] and str(task.answers_path) not in lines["READABLE"]
 
 
 @pytest.mark.parametrize("allow_list", [True, False])
@@ -258,3 +261,18 @@ def test_the_sweep_after_a_node_exits_spares_a_process_that_reuses_its_pid():
         proc.wait(timeout=10)
         gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+def test_a_hidden_dir_inside_a_bound_prefix_is_covered(tmp_path):
+    """A tasks root inside the interpreter's prefix would be bound with it: an empty read-only
+    tmpfs goes over it; one outside every bind needs none."""
+    import sys
+
+    from train.env import bwrap
+
+    inside, outside = str(Path(sys.prefix) / "tasks-root"), str(tmp_path / "elsewhere")
+    argv = bwrap.argv(workspace=tmp_path / "ws", public_dir=str(tmp_path / "public"), launcher="/l.py",
+                      config="/c.json", pythons=[sys.executable], hidden=(inside, outside))
+    covered = [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 3:i + 4] == [argv[i + 1]]]
+    assert covered == [inside]
+    assert argv[argv.index(inside) + 1:argv.index(inside) + 3] == ["--remount-ro", inside]

@@ -1,6 +1,7 @@
 """Bundled tasks, the MLE-bench prepared layout, reference solutions and the Ray backend."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -49,8 +50,9 @@ def test_lower_is_better_reference_solutions_score_ok(limits):
     with ThreadPoolExecutor(2) as pool:
         records = list(pool.map(lambda s: _reference_record(s, limits), slugs))
     assert [r["status"] for r in records] == ["ok", "ok"]
-    # the generator's own scores for the same models (see train/env/bundled.py's output)
-    assert [r["test_metric"] for r in records] == pytest.approx([1.6482, 0.4758], abs=2e-3)
+    # the generator's own scores for the same models on this install's answers (scores.json)
+    expected = [json.loads((load_task(s).root / "scores.json").read_text())["reference"] for s in slugs]
+    assert [r["test_metric"] for r in records] == pytest.approx(expected, abs=2e-3)
     assert all(r["oriented"] == -r["test_metric"] for r in records)
     for slug, record in zip(slugs, records):
         board = load_task(slug).leaderboard_scores()
@@ -109,3 +111,19 @@ def test_a_broken_leaderboard_fails_at_load_with_its_file(tmp_path):
     (tmp_path / "t" / "leaderboard.csv").write_text("teamName,score\nt1,0.9\nt2,n/a\n")
     with pytest.raises(TaskLayoutError, match=r"leaderboard.csv:3: score .n/a. is not a number"):
         load_task("t", tmp_path)
+
+
+def test_the_package_ships_no_task_data_and_each_install_draws_its_own(tmp_path):
+    """The answers live in this user's 0700 data dir, not beside the package; a second
+    generation (another install, or a node importing the generator) draws other answers."""
+    from train.env import bundled
+    from train.env.tasks import BUNDLED_ROOT
+
+    assert sorted(p.name for p in BUNDLED_ROOT.rglob("*.csv")) == []
+    task = load_task("mini-tabular-accuracy")
+    assert task.root.is_relative_to(bundled.data_root()) and not task.root.is_relative_to(BUNDLED_ROOT.parent.parent)
+    assert oct(bundled.data_root().stat().st_mode & 0o777) == "0o700"
+    other = bundled.generate(tmp_path / "other-install")
+    mine, theirs = task.answers_path.read_text(), (other / task.name / "private" / "answers.csv").read_text()
+    assert mine.splitlines()[0] == theirs.splitlines()[0] == "id,target"
+    assert mine != theirs

@@ -1,0 +1,156 @@
+"""Hostile solutions against a non-editable install: none of them may score.
+
+The package is installed the ordinary way (``pip install .``, not editable) into a fresh venv,
+so its files sit in the interpreter's prefix, which the sandbox binds into every node. Each
+solution in ``cases/hostile/`` hunts for the answers one way (the prefix's site-packages, the
+checkout and its git history, the task generator, /proc of other processes, the host's /tmp)
+and submits what it found through ``train env check``. A solution that found the real answers
+would score accuracy 1.0 (the control below grades them so); each must score less.
+
+The venv reuses the running interpreter's site-packages as hard links (instant, no network),
+without the editable install's finder, then installs this checkout from a copy of its tree.
+.ci/stage_sandbox.sh runs this file on a clean machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+HOSTILE = Path(__file__).parent / "cases" / "hostile"
+TASK = "mini-tabular-accuracy"
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                reason="needs bubblewrap (apt-get install bubblewrap): without it train env "
+                                       "check refuses to run a solution at all")
+
+
+def _hardlink_tree(src: Path, dest: Path) -> None:
+    subprocess.run(["cp", "-al", str(src), str(dest)], check=True)
+
+
+def _fresh_venv(base: Path) -> Path:
+    """A venv holding this interpreter's packages (hard links) and this checkout, non-editable."""
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = Path(subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    shutil.rmtree(purelib)
+    _hardlink_tree(Path(sysconfig.get_paths()["purelib"]), purelib)
+    for leftover in [*purelib.glob("__editable__*"), *purelib.glob("rollout_warehouse-*.dist-info")]:
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+    source = base / "source"  # a copy: pip builds in the tree it is given
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "*.egg-info", "__pycache__"))
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", str(source)], check=True)
+    return venv
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    from train.env import capabilities
+
+    if not capabilities().bwrap:
+        pytest.skip(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
+    base = tmp_path_factory.mktemp("hostile")
+    here = Path(sysconfig.get_paths()["purelib"])
+    if os.stat(base).st_dev != os.stat(here).st_dev:  # hard links need one filesystem: beside the venv
+        base = Path(tempfile.mkdtemp(prefix=".hostile-", dir=Path(sys.prefix).parent))
+    try:
+        yield _installed(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _installed(base: Path) -> dict:
+    venv = _fresh_venv(base)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the checkout
+    env.update(HOME=str(base / "home"), XDG_DATA_HOME=str(base / "data"), XDG_CACHE_HOME=str(base / "cache"))
+    where = subprocess.run([venv / "bin" / "python", "-c", "import train; print(train.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=base, check=True).stdout.strip()
+    assert where.startswith(str(venv)), where  # the installed package, not the checkout
+    return {"venv": venv, "env": env, "base": base}
+
+
+def _check(installed, code: str) -> dict:
+    path = installed["base"] / f"solution-{uuid.uuid4().hex[:8]}.py"
+    path.write_text(code)
+    out = subprocess.run([installed["venv"] / "bin" / "train", "env", "check", TASK, "--code", str(path),
+                          "--timeout", "240", "--format", "json"],
+                         capture_output=True, text=True, env=installed["env"], cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def _answers(installed) -> Path:
+    """The install's answers, where the grader reads them (outside every sandbox)."""
+    code = f"from train.env import load_task; print(load_task({TASK!r}).answers_path)"
+    out = subprocess.run([installed["venv"] / "bin" / "python", "-c", code], capture_output=True, text=True,
+                         env=installed["env"], cwd=installed["base"], check=True)
+    return Path(out.stdout.strip())
+
+
+def _hostile(name: str, **values) -> str:
+    code = (HOSTILE / "_submit.py").read_text() + "\n" + (HOSTILE / name).read_text()
+    for key, value in values.items():
+        code = code.replace(key, str(value))
+    return code
+
+
+def _report(record) -> dict:
+    line = next((l for l in record["term_tail"].splitlines() if l.startswith("HOSTILE ")), None)
+    assert line is not None, {k: record[k] for k in ("status", "exc_type", "term_tail")}
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_the_answers_exist_and_would_score_one(installed):
+    """The control: the install has answers, outside its prefix, and submitting them scores 1.0."""
+    answers = _answers(installed)
+    assert answers.is_file() and not answers.is_relative_to(installed["venv"])
+    assert oct(answers.parent.parent.parent.parent.stat().st_mode & 0o777) == "0o700"  # the data dir
+    installed_tasks = installed["venv"].glob("lib/python*/site-packages/train/tasks")
+    assert [p for d in installed_tasks for p in d.rglob("*.csv")] == []  # no data in the package
+    record = _check(installed, f"import shutil\nshutil.copy({str(answers)!r}, 'submission/submission.csv')\n")
+    # the node cannot open the path, so the control grades the file as the grader does, here
+    assert record["status"] == "crashed" and record["exc_type"] in ("FileNotFoundError", "PermissionError")
+    code = (f"from train.env import load_task; from train.env.grading import grade_submission; "
+            f"from pathlib import Path; print(grade_submission(load_task({TASK!r}), Path({str(answers)!r})).test_metric)")
+    out = subprocess.run([installed["venv"] / "bin" / "python", "-c", code], capture_output=True, text=True,
+                         env=installed["env"], cwd=installed["base"], check=True)
+    assert float(out.stdout.strip()) == 1.0
+
+
+@pytest.mark.parametrize("name", ["glob_prefix.py", "read_checkout.py", "regenerate.py", "proc_snoop.py"])
+def test_a_hostile_solution_does_not_score(installed, name):
+    data_dir = installed["env"]["XDG_DATA_HOME"]
+    record = _check(installed, _hostile(name, DATA_DIR=data_dir, REPO_DIR=REPO))
+    report = _report(record)
+    assert record["status"] == "ok", record["term_tail"]  # it ran to the end and submitted
+    assert record["test_metric"] < 1.0 and record["reward"] < 1.0, report
+    assert not any(Path(f).is_relative_to(data_dir) or str(REPO) in f for f in report["found"]), report
+
+
+def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(installed):
+    token = f"hostile-{uuid.uuid4().hex[:12]}"
+    planted = Path("/tmp") / token / "answers.csv"  # the real answers, left in the host's /tmp
+    planted.parent.mkdir()
+    shutil.copy(_answers(installed), planted)
+    try:
+        record = _check(installed, _hostile("host_tmp.py", TOKEN=token))
+        report = _report(record)
+        left = [Path(d) / token for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).is_file()]
+    finally:
+        shutil.rmtree(planted.parent, ignore_errors=True)
+        for d in ("/var/tmp", "/dev/shm"):
+            Path(d, token).unlink(missing_ok=True)
+    assert record["status"] == "ok" and report["found"] == [], report
+    assert record["test_metric"] < 1.0
+    assert left == []

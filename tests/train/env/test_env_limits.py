@@ -1,0 +1,162 @@
+"""Per-node limits: memory of the whole tree (tmpfs included), the workspace's disk quota,
+verdicts that do not depend on the machine's load, and the sweep of a killed run's workspaces."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from train.env import capabilities, evaluate_code, load_task
+
+TASK = "mini-tabular-accuracy"
+
+
+@pytest.fixture
+def small(limits):
+    """256 MiB of memory, 100 MiB of disk; files may be large (the quota, not RLIMIT_FSIZE, cuts)."""
+    return dataclasses.replace(limits, mem_gi=0.25, disk_gi=0.1, fsize_mb=512)
+
+
+def _verdict(record):
+    return record["status"], record["exc_type"], record["reward"]
+
+
+def test_forked_children_are_counted_together(case, small):
+    record = evaluate_code(load_task(TASK), case("fork_memory.py"), limits=small)
+    assert _verdict(record) == ("crashed", "MemoryLimitError", -0.5), record["term_tail"]
+    assert record["mem_peak_gi"] > small.mem_gi  # recorded at the sample that stopped it
+
+
+def test_files_on_the_nodes_tmpfs_are_memory(case, small):
+    if not capabilities().bwrap:
+        pytest.skip("the node's private /dev/shm and /tmp are bubblewrap's")
+    record = evaluate_code(load_task(TASK), case("shm_writer.py"), limits=small)
+    assert _verdict(record) == ("crashed", "MemoryLimitError", -0.5), record["term_tail"]
+    assert record["mem_peak_gi"] > small.mem_gi
+
+
+def test_many_files_under_the_per_file_limit_hit_the_disk_quota(case, small):
+    record = evaluate_code(load_task(TASK), case("disk_writer.py"), limits=small)
+    assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"]
+    assert list(Path(small.workspace_root).glob("node-*")) == []  # its 180 MiB went with it
+
+
+def test_a_deleted_file_held_open_still_counts(case, small):
+    record = evaluate_code(load_task(TASK), case("deleted_file_writer.py"), limits=small)
+    assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"]
+
+
+def test_a_node_under_its_limits_is_not_stopped(small):
+    code = "import os\nopen('a.bin', 'wb').write(b'x' * 2**20 * 40)\nhold = b'y' * 2**20 * 100\n"
+    record = evaluate_code(load_task(TASK), code, limits=small)
+    assert _verdict(record) == ("no_submission", None, -0.5), record["term_tail"]
+
+
+# --- verdicts under load ----------------------------------------------------------------------
+
+LOAD_CASES = {  # case: (limits changed, the verdict on a quiet machine and a loaded one)
+    "timeout_busy_loop.py": ({"timeout_s": 1.5}, ("timeout", "TimeoutError", -0.5)),
+    "idle_sleep.py": ({"idle_window_s": 2}, ("crashed", "CpuIdleError", -0.2)),
+    # one second of its own CPU: on 2 cores shared with 8 busy processes, over 4 s of wall clock
+    "cpu_work.py": ({"timeout_s": 2.5}, ("no_submission", None, -0.5)),
+    "fork_memory.py": ({"mem_gi": 0.25}, ("crashed", "MemoryLimitError", -0.5)),
+}
+
+
+@pytest.fixture
+def cpu_load():
+    """Two cores and eight busy processes on them, the node too: a loaded 2-core CI machine,
+    on any machine (the node and the load inherit this process's CPU affinity)."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(allowed)[:2])
+    # each in a session of its own, as the node is: with autogroup scheduling a session shares
+    # the CPU with each other session, so 8 busy processes of one session would take half
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(8)]
+    try:
+        yield busy
+    finally:
+        os.sched_setaffinity(0, allowed)
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("name", sorted(LOAD_CASES))
+def test_a_verdict_does_not_depend_on_the_machines_load(case, limits, cpu_load, name):
+    changes, expected = LOAD_CASES[name]
+    record = evaluate_code(load_task(TASK), case(name), limits=dataclasses.replace(limits, **changes))
+    assert all(p.poll() is None for p in cpu_load)  # the load was there throughout
+    assert _verdict(record) == expected, {k: record[k] for k in ("exec_time", "cpu_util_mean", "term_tail")}
+
+
+@pytest.mark.parametrize("name", sorted(LOAD_CASES))
+def test_the_same_verdicts_on_a_quiet_machine(case, limits, name):
+    changes, expected = LOAD_CASES[name]
+    record = evaluate_code(load_task(TASK), case(name), limits=dataclasses.replace(limits, **changes))
+    assert _verdict(record) == expected, record["term_tail"]
+
+
+# --- a killed run's workspaces ----------------------------------------------------------------
+
+SLEEPER = """
+import sys
+from train.env import Limits, evaluate_code, load_task
+evaluate_code(load_task("mini-tabular-accuracy"), "import time\\ntime.sleep(600)\\n",
+              limits=Limits(timeout_s=900, idle_window_s=900, workspace_root=sys.argv[1]))
+"""
+
+
+def _owner_with_a_node(root: Path) -> tuple[subprocess.Popen, Path]:
+    """A process that runs one node (sleeping) under ``root``, and that node's workspace."""
+    owner = subprocess.Popen([sys.executable, "-c", SLEEPER, str(root)], start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(root.glob("node-*/ws/solution.py")) and time.monotonic() < deadline and owner.poll() is None:
+        time.sleep(0.1)
+    [solution] = root.glob("node-*/ws/solution.py")
+    return owner, solution.parent.parent
+
+
+def test_the_next_run_removes_a_killed_runs_workspaces(limits):
+    root = Path(limits.workspace_root)
+    owner, workspace = _owner_with_a_node(root)
+    try:
+        evaluate_code(load_task(TASK), "print('neighbour')\n", limits=limits)
+        assert workspace.is_dir()  # its owner lives: a neighbour's sweep leaves it
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)  # kill -9 of the run (its node dies with it)
+        owner.wait()
+    assert workspace.is_dir()  # nothing removed it yet
+    record = evaluate_code(load_task(TASK), "print('next run')\n", limits=limits)
+    assert record["returncode"] == 0
+    assert not workspace.exists()
+    token = workspace.name.split("-")[1]
+    assert not (root / f"owner-{token}.lock").exists()
+
+
+def test_a_machine_too_loaded_to_judge_a_node_is_infrastructure(case, limits, cpu_load):
+    """The wall clock's backstop: past wall_factor x timeout_s of wall clock a node not yet at
+    its limit on its own clock is the machine's failure, not the node's timeout."""
+    record = evaluate_code(load_task(TASK), case("cpu_work.py"),
+                           limits=dataclasses.replace(limits, timeout_s=2.5, wall_factor=1.0))
+    assert _verdict(record) == ("crashed", "InfrastructureError", -1.0), record["term_tail"]
+    assert "too loaded to judge" in record["term_tail"]
+
+
+@pytest.mark.parametrize("run, wait, expected", [
+    (1.0, 0.0, 1.0),  # one thread, a quiet machine: the wall clock
+    (0.0, 0.0, 1.0),  # asleep: the wall clock
+    (0.2, 0.8, 0.2),  # one thread, runnable throughout, a fifth of a core: the CPU it got
+    (0.1, 0.4, 0.6),  # half asleep, starved while awake: the wall clock less its wait
+    (1.0, 1.0, 0.5),  # two threads, each half starved: half
+    (2.0, 62.0, 1.0),  # 64 threads on the 2 cores alone (a fork bomb): it waits on itself only
+])
+def test_the_node_clock_is_slowed_only_by_others(run, wait, expected):
+    from train.env.meter import node_seconds
+
+    assert node_seconds(1.0, run, wait, cores=2) == pytest.approx(expected)

@@ -1,0 +1,194 @@
+"""What one node uses, sampled from outside its sandbox: CPU, memory, disk, and its own clock.
+
+- **Memory** is the node's whole tree: each process's proportional set size (PSS, so pages
+  a fork shares with its parent count once) less the shared-memory pages it maps, plus what
+  its private tmpfs mounts hold (``/dev/shm`` and ``/tmp`` of its bubblewrap root, read
+  through ``/proc/<pid>/root``; a file there is memory, in no process's PSS).
+- **Disk** is everything under the workspace (allocated blocks, hard links once) but the
+  task's public input, plus files a node process holds open after deleting them. The walk
+  costs about 10 us a file, so it is taken at most once per 20 times its own last duration
+  (5% of a core at most; every sample for a workspace of up to ~1,000 files); in between
+  the last walk's total stands. A node writing faster than that gap passes its quota by what
+  it wrote in the gap before it is stopped (each file stays under RLIMIT_FSIZE).
+- **The node's clock** runs with the wall clock except while the node waits for a CPU that
+  another process holds. Per sample, from each thread's run and run-queue wait times
+  (``/proc/<pid>/task/<tid>/schedstat``): the node's demand ``D = (run + wait) / dt`` (its
+  mean runnable threads), of which it could use ``U = min(D, cores)`` on a quiet machine; the
+  CPU time it was denied, ``U * dt - run``, spread over its parallelism ``max(1, U)``, is time
+  it lost: ``node_dt = dt - (U * dt - run) / max(1, U)``. A lone thread runnable throughout
+  advances by the CPU time it got; an idle node, a node on a quiet machine, and a node whose
+  threads outnumber the cores (it waits on itself, not on others) by ``dt``. Its timeout is read on this clock, and its idle check on
+  its demand (run + wait, not run alone), so a node on a loaded machine is judged as on a
+  quiet one. Without schedstat (a kernel without CONFIG_SCHED_INFO) both fall back to the
+  wall clock and the CPU time.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TMPFS_MOUNTS = ("dev/shm", "tmp")
+WALK_SHARE = 0.05  # the most of its time the workspace walk may take
+
+
+@dataclass
+class Sample:
+    cpu_s: float  # CPU seconds the tree got since the node started (live processes)
+    demand_pct: float  # (run + run-queue wait) over the interval, percent of one core
+    util_pct: float  # run alone over the interval, percent of one core
+    node_dt: float  # seconds the node's own clock advanced over the interval
+    mem_bytes: int
+    disk_bytes: int
+
+
+class NodeMeter:
+    """Samples one node's process tree; ``sample(procs, dt)`` once per watch interval."""
+
+    def __init__(self, workspace: Path | None, cores: int | None = None):
+        self.workspace = workspace
+        self.cores = cores or len(os.sched_getaffinity(0))  # what the node may run on at once
+        self.threads: dict[int, tuple[int, int]] = {}  # tid -> (run ns, wait ns) last seen
+        self.cpu_gone = 0.0  # CPU seconds of processes no longer listed
+        self.cpu_by_pid: dict[int, float] = {}
+        self.host_devs = {_dev("/" + m) for m in TMPFS_MOUNTS}
+        self.walked, self.next_walk = 0, 0.0  # the last walk's total, and when the next may run
+
+    def sample(self, procs: list, dt: float) -> Sample:
+        run_ns = wait_ns = 0
+        cpu_now, mem = {}, 0
+        tmpfs = {}
+        for p in procs:
+            cpu_now[p.pid] = _cpu_seconds(p)
+            d_run, d_wait = self._sched_delta(p.pid)
+            run_ns, wait_ns = run_ns + d_run, wait_ns + d_wait
+            mem += _pss_bytes(p.pid)
+            for mount in TMPFS_MOUNTS:
+                dev = _dev(f"/proc/{p.pid}/root/{mount}")
+                if dev is not None and dev not in self.host_devs and dev not in tmpfs:
+                    tmpfs[dev] = _used_bytes(f"/proc/{p.pid}/root/{mount}")
+        self.cpu_gone += sum(c for pid, c in self.cpu_by_pid.items() if pid not in cpu_now)
+        self.cpu_by_pid = cpu_now
+        run, wait = run_ns / 1e9, wait_ns / 1e9
+        dt = max(dt, 1e-6)
+        return Sample(cpu_s=self.cpu_gone + sum(cpu_now.values()), demand_pct=100 * (run + wait) / dt,
+                      util_pct=100 * run / dt, node_dt=node_seconds(dt, run, wait, self.cores),
+                      mem_bytes=mem + sum(tmpfs.values()), disk_bytes=self._disk(procs))
+
+    def _sched_delta(self, pid: int) -> tuple[int, int]:
+        d_run = d_wait = 0
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return 0, 0
+        for tid in map(int, tids):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                    run, wait = map(int, fh.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            last_run, last_wait = self.threads.get(tid, (0, 0))
+            d_run, d_wait = d_run + max(0, run - last_run), d_wait + max(0, wait - last_wait)
+            self.threads[tid] = (run, wait)
+        return d_run, d_wait
+
+    def _disk(self, procs: list) -> int:
+        seen: set[tuple[int, int]] = set()
+        if self.workspace and time.monotonic() >= self.next_walk:
+            start = time.monotonic()
+            self.walked = _tree_blocks(self.workspace, seen, skip=self.workspace / "input")
+            self.next_walk = start + (time.monotonic() - start) / WALK_SHARE
+        total = self.walked
+        for p in procs:  # deleted files still held open count until closed
+            try:
+                fds = os.listdir(f"/proc/{p.pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    st = os.stat(f"/proc/{p.pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+        return total
+
+
+def node_seconds(dt: float, run: float, wait: float, cores: int) -> float:
+    """How far the node's clock advances over ``dt`` seconds of wall clock in which its threads
+    ran ``run`` and waited on a run queue ``wait`` CPU-seconds (the module's docstring)."""
+    usable = min((run + wait) / dt, cores)
+    lost = max(0.0, usable * dt - run) / max(1.0, usable)
+    return max(0.0, dt - lost)
+
+
+def _tree_blocks(root: Path, seen: set, skip: Path) -> int:
+    total = 0
+    stack, skip = [str(root)], str(skip)
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.path != skip:
+                        stack.append(entry.path)
+                elif (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+    return total
+
+
+def _cpu_seconds(p) -> float:
+    try:
+        times = p.cpu_times()
+        return times.user + times.system
+    except Exception:  # noqa: BLE001 - psutil.Error (gone, or not ours), without importing psutil here
+        return 0.0
+
+
+def _pss_bytes(pid: int) -> int:
+    """PSS less the shared memory it maps (that is counted once, in its tmpfs); RSS where the
+    kernel has no smaps_rollup."""
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("Pss", "Pss_Shmem"):
+                    fields[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError):
+        return _rss_bytes(pid)
+    return max(0, fields.get("Pss", 0) - fields.get("Pss_Shmem", 0))
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _dev(path: str) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
+def _used_bytes(path: str) -> int:
+    try:
+        vfs = os.statvfs(path)
+    except OSError:
+        return 0
+    return (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
