@@ -121,12 +121,19 @@ def version(obj: dict) -> None:
 @click.argument("query")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format.")
+@click.option("--allow-files", is_flag=True,
+              help="Let the query read and write files on this machine (read_csv, COPY ... TO). "
+                   "Off by default: a query sees only the warehouse.")
 @click.pass_obj
-def sql(obj: dict, query: str, fmt: str) -> None:
-    """Run one SQL QUERY against the warehouse (read-only) and print the result."""
+def sql(obj: dict, query: str, fmt: str, allow_files: bool) -> None:
+    """Run one SQL QUERY against the warehouse (read-only) and print the result.
+
+    The query reads the warehouse and nothing else: without --allow-files, reading or
+    writing the machine's files (read_csv('/etc/hostname'), COPY ... TO) is refused.
+    """
     from warehouse.query import run_query, render
 
-    result = run_query(obj["db_url"], query)
+    result = run_query(obj["db_url"], query, allow_files=allow_files)
     click.echo(render(result, fmt), nl=False)
 
 

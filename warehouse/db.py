@@ -189,6 +189,20 @@ def attach_source(con, url: str, alias: str) -> None:
     con.execute(f"ATTACH '{_sql_text(path)}' AS {alias} (READ_ONLY)")
 
 
+def close_host_files(con) -> None:
+    """Shut `con` off from the machine's files for good: DuckDB's external access off and the
+    configuration locked, so no statement can read a host file (read_csv('/etc/hostname')),
+    write one (COPY ... TO) or turn the setting back on. What the warehouse itself reads stays
+    open: a DuckLake's data path and DuckDB's spill directory."""
+    allowed = [con.execute("SELECT current_setting('temp_directory')").fetchone()[0]]
+    if is_ducklake_connection(con):
+        allowed += [r[0] for r in con.execute(
+            f"SELECT data_path FROM ducklake_settings('{LAKE_ALIAS}')").fetchall() if r[0]]
+    con.execute("SET allowed_directories = ?", [[d for d in allowed if d]])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
 def is_ducklake_connection(con) -> bool:
     row = con.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
     return bool(row) and row[0] == "ducklake"
