@@ -73,6 +73,23 @@ def head_revision() -> str:
     return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
 
 
+def known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return {script.revision for script in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions()}
+
+
+def refuse_newer(rev: str | None, url: str) -> None:
+    """A warehouse at a revision this package has no migration for was made by a newer
+    version: no command of this one may read or move it (upgrading cannot help)."""
+    if rev is not None and rev not in known_revisions():
+        from warehouse.config import display_name
+
+        raise SchemaVersionError(
+            f"{display_name(url)} is at schema {rev}, newer than this package's {head_revision()}: "
+            "install a newer rollout-warehouse (pip install -U rollout-warehouse)")
+
+
 def current_revision(connection) -> str | None:
     from alembic.migration import MigrationContext
 
@@ -101,6 +118,7 @@ def upgrade(url: str, revision: str = "head") -> str | None:
     eng = engine(url)
     try:
         with eng.connect() as conn:
+            refuse_newer(current_revision(conn), url)
             drop_views(conn)
             command.upgrade(_config(conn), revision)
             conn.commit()
@@ -126,6 +144,7 @@ def downgrade(url: str, revision: str) -> str | None:
     eng = engine(url)
     try:
         with eng.connect() as conn:
+            refuse_newer(current_revision(conn), url)
             drop_views(conn)
             command.downgrade(_config(conn), revision)
             conn.commit()
@@ -151,6 +170,7 @@ def schema_status(url: str) -> dict:
                 rev = current_revision(conn)
         finally:
             eng.dispose()
+        refuse_newer(rev, url)
     return {"package": __version__, "database": rev or "none (run 'warehouse init')",
             "head": head_revision(), "url": url}
 
@@ -178,6 +198,7 @@ def require_head(con, url: str) -> None:
     rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
     if rev is None:
         raise SchemaVersionError(f"{name} has no warehouse schema yet. Run 'warehouse init'.")
+    refuse_newer(rev[0], url)
     if rev[0] != head:
         raise SchemaVersionError(
             f"{name} is at schema {rev[0]}, this version needs {head}. Run 'warehouse upgrade'."
