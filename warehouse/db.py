@@ -22,8 +22,8 @@ import random
 import time
 from collections.abc import Callable, Iterator
 
-from warehouse.config import db_path_from_url, is_ducklake, parse_ducklake
-from warehouse.errors import DatabaseLockedError, TerminalError
+from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, db_path_from_url, is_ducklake, parse_ducklake
+from warehouse.errors import DatabaseLockedError, TerminalError, disk_errno, disk_error, probe_writable
 
 LOCK_RETRY_SECONDS = 30.0
 # A new warehouse file is written in DuckDB's v1.0.0 storage format (header version 64), which
@@ -86,13 +86,31 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
             return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
-                raise
+                raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
                     f"{path} is locked by another process ({exc}). Wait for it to finish."
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def open_error(exc: Exception, url: str) -> Exception:
+    """`exc` as one line with the fix when the warehouse file's disk is read-only or full."""
+    return exc if is_ducklake(url) else _file_open_error(exc, db_path_from_url(url))
+
+
+def _file_open_error(exc: Exception, path: str) -> Exception:
+    """A warehouse file on a read-only or full file system: one line with the fix."""
+    code = disk_errno(exc)
+    if code is None:
+        return exc
+    if os.path.exists(path):
+        return disk_error(code, "open the warehouse for writing at", path,
+                          "Copy it to a place you can write, or use the commands that only read "
+                          "(sql, tables, metrics, report, serve, export).")
+    return disk_error(code, "create the warehouse at", path,
+                      f"Create it where you can write: --db PATH (or ${DB_ENV_VAR}).")
 
 
 # --- DuckLake --------------------------------------------------------------------------------
@@ -113,9 +131,10 @@ def _ducklake_connection(url: str, read_only: bool):
 def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: bool = True) -> None:
     """Load the extensions, attach the lake as `alias` and (`use`) make it the default database."""
     target = parse_ducklake(url)
-    if target.catalog == "sqlite" and _prepare_sqlite_catalog(target.location, read_only):
+    if target.catalog == "sqlite" and _new_sqlite_catalog(target.location, read_only):
         if not target.data_path:  # a new catalog: its files beside it unless told otherwise
             target = dataclasses.replace(target, data_path=target.location + ".files" + os.sep)
+        _create_sqlite_catalog(target.location, target.data_path)
     scanner = "sqlite_scanner" if target.catalog == "sqlite" else "postgres_scanner"
     for name in ("ducklake", scanner):
         con.execute(f"LOAD '{extension_file(name)}'")
@@ -143,23 +162,32 @@ def _sql_text(value: str) -> str:
     return value.replace("'", "''")
 
 
-def _prepare_sqlite_catalog(path: str, read_only: bool) -> bool:
-    """A new SQLite catalog starts in WAL mode, so readers never block a committing writer.
-    Returns whether the catalog is new."""
-    import sqlite3
-
+def _new_sqlite_catalog(path: str, read_only: bool) -> bool:
+    """Whether the SQLite catalog is still to be created (reading one that is not: an error)."""
     if os.path.exists(path):
         return False
     if read_only:
         raise TerminalError(f"no warehouse at {path}. Run 'warehouse --db ducklake:sqlite:{path} "
                             "--data-path DIR init' first.")
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return True
+
+
+def _create_sqlite_catalog(path: str, data_path: str) -> None:
+    """A new SQLite catalog starts in WAL mode, so readers never block a committing writer.
+    A read-only or full place for it or for its data files fails here, before anything is
+    created, with one line naming the option that moves it."""
+    import sqlite3
+
+    probe_writable(os.path.dirname(path) or ".", "create the DuckLake catalog in",
+                   "Put the catalog where you can write: --db ducklake:sqlite:PATH.")
+    if "://" not in data_path:  # object storage is checked by its first write
+        probe_writable(data_path, "write the DuckLake data files in",
+                       f"Give a folder you can write: --data-path DIR (or ${DATA_PATH_ENV_VAR}).")
     con = sqlite3.connect(path)
     try:
         con.execute("PRAGMA journal_mode=WAL")
     finally:
         con.close()
-    return True
 
 
 def extension_file(name: str) -> str:

@@ -5,6 +5,9 @@ say) may succeed if the caller waits and tries again.
 """
 from __future__ import annotations
 
+import errno
+import os
+
 
 class WarehouseError(Exception):
     """Base of every error the CLI reports as one `Error: ...` line."""
@@ -30,6 +33,64 @@ class DatabaseLockedError(TransientError):
 
 class QueryError(TerminalError):
     """A user's SQL failed (syntax, missing table, ...)."""
+
+
+class DiskError(TerminalError):
+    """A path the command must write is read-only, not ours to write, or its disk is full."""
+
+
+#: How the OS and DuckDB word the three ways a write can fail, with the errno of each.
+_DISK_REASONS = (("read-only file system", errno.EROFS), ("permission denied", errno.EACCES),
+                 ("no space left on device", errno.ENOSPC))
+
+
+def disk_errno(exc: BaseException) -> int | None:
+    """EROFS, EACCES or ENOSPC when `exc` (an OSError, or a driver's error that quotes one,
+    e.g. DuckDB's IO Error) says a write failed for one of those reasons; else None."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+        return errno.EACCES if exc.errno == errno.EPERM else exc.errno
+    text = str(exc).lower()
+    return next((code for words, code in _DISK_REASONS if words in text), None)
+
+
+def free_space(path: str | os.PathLike) -> str:
+    """'12.3 MB free' on the file system holding `path` (or its nearest existing parent)."""
+    import shutil
+
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    try:
+        return f"{shutil.disk_usage(probe).free / 1e6:.1f} MB free"
+    except OSError:
+        return "free space unknown"
+
+
+def disk_error(code: int, action: str, path: str | os.PathLike, fix: str) -> DiskError:
+    """One line: what could not be done where, why, and the fix (a full disk's is always to
+    free space; `fix` is for a read-only file system or a denied permission)."""
+    if code == errno.ENOSPC:
+        return DiskError(f"cannot {action} {path}: no space left on the device ({free_space(path)}). "
+                         "Free space there and run the command again.")
+    why = "read-only file system" if code == errno.EROFS else "permission denied"
+    return DiskError(f"cannot {action} {path}: {why}. {fix}")
+
+
+def probe_writable(directory: str | os.PathLike, action: str, fix: str) -> None:
+    """Create `directory` and a file in it (then remove it): a read-only or full place fails
+    here with one line, before any work is done."""
+    import tempfile
+
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory) as probe:
+            probe.write(b"x")
+            probe.flush()
+    except OSError as exc:
+        code = disk_errno(exc)
+        if code is None:
+            raise TerminalError(f"cannot {action} {directory}: {exc.strerror or exc}") from None
+        raise disk_error(code, action, directory, fix) from None
 
 
 def translate(exc: BaseException) -> WarehouseError | None:

@@ -117,7 +117,7 @@ def upgrade(url: str, revision: str = "head") -> str | None:
     _known_revision(revision)
     eng = engine(url)
     try:
-        with eng.connect() as conn:
+        with _connect(eng, url) as conn:
             refuse_newer(current_revision(conn), url)
             drop_views(conn)
             command.upgrade(_config(conn), revision)
@@ -143,7 +143,7 @@ def downgrade(url: str, revision: str) -> str | None:
     _known_revision(revision)
     eng = engine(url)
     try:
-        with eng.connect() as conn:
+        with _connect(eng, url) as conn:
             refuse_newer(current_revision(conn), url)
             drop_views(conn)
             command.downgrade(_config(conn), revision)
@@ -155,6 +155,16 @@ def downgrade(url: str, revision: str) -> str | None:
     finally:
         eng.dispose()
     return rev
+
+
+def _connect(eng, url: str):
+    """The engine's connection; a read-only or full disk under the file is one clear line."""
+    from warehouse.db import open_error
+
+    try:
+        return eng.connect()
+    except Exception as exc:  # noqa: BLE001 - only disk errors are reworded, the rest re-raised
+        raise open_error(getattr(exc, "orig", None) or exc, url) from None
 
 
 def schema_status(url: str) -> dict:
