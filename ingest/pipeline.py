@@ -11,6 +11,7 @@ Memory is bounded by the largest single file, never by the root.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import time
@@ -26,7 +27,7 @@ from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
                             record_errors, touch_source)
 from warehouse.db import is_ducklake_connection, is_write_conflict, transaction
-from warehouse.errors import DatabaseLockedError
+from warehouse.errors import DatabaseLockedError, DiskError, disk_errno, free_space
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -296,6 +297,7 @@ class _Walker:
                                 [(key, self._lines(job, data) if lines is None else lines)
                                  for key, (job, data, _, lines) in enumerate(todo)])
         except Exception as exc:  # noqa: BLE001 - find the one file that breaks the batch
+            self.stop_on_disk_error(exc, todo[0][0])
             if len(todo) == 1:
                 self.fail(todo[0][0], f"could not load: {_first_line(exc)}")
                 return
@@ -337,6 +339,7 @@ class _Walker:
             self.con.execute("ROLLBACK")
             if not isinstance(exc, Exception):  # Ctrl-C: every file of the group is out
                 raise
+            self.stop_on_disk_error(exc, keyed[min(len(landed), len(keyed) - 1)][1])
             if self.lake and is_write_conflict(exc):  # another writer won: the group again
                 return self._lost_commit(exc, keyed, first_id)
             self.next_id = first_id
@@ -354,6 +357,7 @@ class _Walker:
         except Exception as exc:
             with contextlib.suppress(Exception):  # a failed COMMIT has ended it already
                 self.con.execute("ROLLBACK")
+            self.stop_on_disk_error(exc, keyed[0][1])
             if not (self.lake and is_write_conflict(exc)):
                 raise
             return self._lost_commit(exc, keyed, first_id)
@@ -361,6 +365,24 @@ class _Walker:
         for (key, job, digest), (source_id, rows, rejected) in zip(keyed, landed):
             self._landed(job, key, staged, digest, source_id, rows, rejected)
         return []
+
+    def stop_on_disk_error(self, exc: Exception, job: FileJob) -> None:
+        """A full or read-only disk under the warehouse (the file, or a DuckLake's data path)
+        would fail every later file the same way: the ingest stops at the first, that
+        file's transaction rolled back and the files landed before it kept."""
+        code = disk_errno(exc)
+        if code is None:
+            return
+        where = _quoted_path(exc) or _write_location(self.con)
+        folder = os.path.dirname(where) if where.endswith(".parquet") else where
+        loaded = f"the {self.report.files_loaded} files loaded before it stay and are skipped"
+        if code == errno.ENOSPC:
+            raise DiskError(f"the ingest stopped at {job.path}: no space left on the device for {folder} "
+                            f"({free_space(folder)}). Free space there and run 'warehouse ingest' again: "
+                            f"{loaded}.") from None
+        why = "read-only file system" if code == errno.EROFS else "permission denied"
+        raise DiskError(f"the ingest stopped at {job.path}: cannot write {folder}: {why}. Move the "
+                        f"warehouse where you can write and run 'warehouse ingest' again: {loaded}.") from None
 
     def _lost_commit(self, exc: Exception, keyed: list, first_id: int) -> list:
         """Back off, then hand the whole group back to be landed again (DuckLake only); give
@@ -492,6 +514,22 @@ def _land(con, job: FileJob, source, key: int, staged) -> None:
     else:
         column = "config" if job.kind == "wandb_config" else "summary"
         load.land_wandb_object(con, source, key, staged, job.wandb_run, column)
+
+
+def _quoted_path(exc: BaseException) -> str | None:
+    """The file a driver's error names in double quotes (DuckDB: 'Could not write file "P"')."""
+    import re
+
+    found = re.search(r'"(/[^"]+)"', str(exc))
+    return found.group(1) if found else None
+
+
+def _write_location(con) -> str:
+    """Where the warehouse writes: a DuckLake's data path, else the database file."""
+    if is_ducklake_connection(con):
+        return con.execute("SELECT data_path FROM ducklake_settings(current_database())").fetchone()[0]
+    return con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                       ).fetchone()[0]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -170,6 +170,33 @@ def migrate_to(obj: dict, target: str, target_data_path: str | None) -> None:
     click.echo(f"Copied {len(copied)} tables into {target_url}; every row count matches.")
 
 
+@main.command()
+@click.option("--older-than", "older_than", default="1h", show_default=True, metavar="AGE",
+              help="Only files at least this old (90s, 30m, 1h, 2d): a running writer's files "
+                   "are not committed yet and look orphaned. 0 only when no writer runs.")
+@click.option("--dry-run", is_flag=True, help="List the files, delete nothing.")
+@click.pass_obj
+def cleanup(obj: dict, older_than: str, dry_run: bool) -> None:
+    """DuckLake: delete Parquet files no snapshot references.
+
+    Orphans are left by a writer killed during a commit (kill -9, a crash) or stopped by a
+    full disk; files replaced by compaction or expired snapshots are deleted too. Both through
+    DuckLake's own ducklake_delete_orphaned_files and ducklake_cleanup_old_files. A DuckDB
+    file has nothing to clean.
+    """
+    from warehouse.config import is_ducklake
+    from warehouse.maintenance import cleanup as do_cleanup, parse_age
+
+    cleaned = do_cleanup(obj["db_url"], parse_age(older_than), dry_run)
+    for path in cleaned.paths:
+        click.echo(path)
+    if not is_ducklake(obj["db_url"]):
+        click.echo("A DuckDB file keeps no files outside itself: nothing to clean.")
+        return
+    verb = "Would delete" if dry_run else "Deleted"
+    click.echo(f"{verb} {len(cleaned.orphaned)} orphaned and {len(cleaned.scheduled)} expired files.")
+
+
 def _register_subcommands() -> None:
     """Commands owned by other areas register here (ingest, metrics, check, ...)."""
     import importlib
