@@ -100,8 +100,22 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         # the file: the next open needs no WAL replay (DuckLake's CHECKPOINT is maintenance
         # that rewrites files under other writers: left to the operator, docs/ducklake.md)
         if (report.files_loaded or report.files_failed) and not lake:
-            con.execute("CHECKPOINT")
+            _checkpoint(con)
     return report
+
+
+def _checkpoint(con) -> None:
+    """Every file is committed (in the WAL); writing them into the file needs room too."""
+    try:
+        con.execute("CHECKPOINT")
+    except Exception as exc:  # only a full or read-only disk is reworded
+        code = disk_errno(exc)
+        if code is None:
+            raise
+        where = _quoted_path(exc) or _write_location(con)
+        raise DiskError(f"every file is loaded and committed, but the closing CHECKPOINT could not "
+                        f"write {where} ({free_space(where)}): the rows wait in its WAL. Free space "
+                        "there; the next command that opens the warehouse for writing finishes it.") from None
 
 
 def _manifests(layouts: list[Layout], manifest_files) -> dict:
@@ -377,9 +391,11 @@ class _Walker:
         folder = os.path.dirname(where) if where.endswith(".parquet") else where
         loaded = f"the {self.report.files_loaded} files loaded before it stay and are skipped"
         if code == errno.ENOSPC:
+            orphans = (" ('warehouse cleanup --older-than 0' deletes the stopped commit's Parquet while "
+                       "no other writer runs)") if self.lake else ""
             raise DiskError(f"the ingest stopped at {job.path}: no space left on the device for {folder} "
-                            f"({free_space(folder)}). Free space there and run 'warehouse ingest' again: "
-                            f"{loaded}.") from None
+                            f"({free_space(folder)}). Free space there{orphans} and run 'warehouse ingest' "
+                            f"again: {loaded}.") from None
         why = "read-only file system" if code == errno.EROFS else "permission denied"
         raise DiskError(f"the ingest stopped at {job.path}: cannot write {folder}: {why}. Move the "
                         f"warehouse where you can write and run 'warehouse ingest' again: {loaded}.") from None

@@ -57,6 +57,13 @@ def run_mounted(setup: str, argv: list[str], timeout: float = 300, **kw) -> subp
                           capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 
+def run_script(script: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """A shell script (mounts and commands) in a mount namespace of its own."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    return subprocess.run([*_unshare(), "sh", "-c", script], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
 def warehouse(*args: str) -> list[str]:
     return [sys.executable, "-m", "warehouse.cli", *args]
 

@@ -105,6 +105,14 @@ def translate(exc: BaseException) -> WarehouseError | None:
             f"the warehouse is locked by another writer ({text}). Wait for it to finish or "
             "open read-only."
         )
+    code = disk_errno(exc)
+    if code is not None and (isinstance(exc, OSError) or (duckdb is not None and isinstance(exc, duckdb.Error))):
+        import re
+
+        quoted = re.search(r'"(/[^"]+)"', text)
+        path = getattr(exc, "filename", None) or (quoted.group(1) if quoted else None)
+        if path:
+            return disk_error(code, "write", path, "Point the command at a place you can write.")
     if duckdb is not None and isinstance(exc, duckdb.Error):
         return QueryError(text)
     try:
