@@ -5,7 +5,7 @@ The read-only folder is a read-only bind mount in a private mount namespace (tes
 root, which these tests run as, writes through chmod."""
 from __future__ import annotations
 
-from tests.mounts import one_error_line, read_only, require_mounts, run_mounted, warehouse
+from tests.mounts import one_error_line, read_only, require_mounts, run_mounted, tmpfs, warehouse
 
 
 def test_file_warehouse_in_a_read_only_folder(tmp_path):
@@ -60,3 +60,12 @@ def test_export_into_a_read_only_folder(db_url, tmp_path):
             "--db", db_url, "export", str(out))))
         assert f"cannot write the export into {out}: read-only file system" in line
     assert not list(ro.iterdir())
+
+
+def test_export_onto_a_full_disk_says_it_is_incomplete(db_url, tmp_path):
+    require_mounts()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    line = one_error_line(run_mounted(tmpfs(disk, 48), warehouse("--db", db_url, "export", str(disk))))
+    assert f"at {disk}/" in line and "no space left on the device" in line and "MB free" in line
+    assert f"The export in {disk} is incomplete: run it again with --overwrite." in line
