@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 
 
 class WarehouseError(Exception):
@@ -39,18 +40,28 @@ class DiskError(TerminalError):
     """A path the command must write is read-only, not ours to write, or its disk is full."""
 
 
-#: How the OS and DuckDB word the three ways a write can fail, with the errno of each.
-_DISK_REASONS = (("read-only file system", errno.EROFS), ("permission denied", errno.EACCES),
-                 ("no space left on device", errno.ENOSPC))
+#: How the OS words the three ways a write can fail, with the errno of each.
+_DISK_REASONS = {"read-only file system": errno.EROFS, "permission denied": errno.EACCES,
+                 "no space left on device": errno.ENOSPC}
+#: DuckDB quotes the OS's reason after the file it failed on: `Could not write file "P": No
+#: space left on device`. Only its error types for I/O, a failed commit or a failed checkpoint
+#: count: a conversion error quotes the bad value, which a hostile line could word like this.
+_DUCKDB_DISK_ERROR = re.compile(r'"/[^"]*": (' + "|".join(_DISK_REASONS) + ")", re.IGNORECASE)
+_DUCKDB_DISK_TYPES = ("IOException", "TransactionException", "FatalException", "InternalException")
 
 
 def disk_errno(exc: BaseException) -> int | None:
-    """EROFS, EACCES or ENOSPC when `exc` (an OSError, or a driver's error that quotes one,
-    e.g. DuckDB's IO Error) says a write failed for one of those reasons; else None."""
-    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
-        return errno.EACCES if exc.errno == errno.EPERM else exc.errno
-    text = str(exc).lower()
-    return next((code for words, code in _DISK_REASONS if words in text), None)
+    """EROFS, EACCES or ENOSPC when `exc` (an OSError, or a DuckDB error that quotes one
+    about a file it could not write) says a write failed for one of those reasons; else None."""
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+            return errno.EACCES if exc.errno == errno.EPERM else exc.errno
+        return None
+    exc = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    if type(exc).__name__ not in _DUCKDB_DISK_TYPES:
+        return None
+    found = _DUCKDB_DISK_ERROR.search(str(exc))
+    return _DISK_REASONS[found.group(1).lower()] if found else None
 
 
 def free_space(path: str | os.PathLike) -> str:
