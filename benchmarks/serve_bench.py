@@ -1,8 +1,8 @@
 """`warehouse serve` under concurrent requests: DuckLake against the file, on the same rows.
 
 Target (issue 28): on DuckLake 200 concurrent requests all answered, p99 within 3x the
-file's. Workload: `warehouse demo`'s synthetic sample (both published roots' shapes: 13
-runs, about 1,900 nodes) ingested into a file, copied into DuckLake (SQLite catalog) with
+file's. Workload: `warehouse demo`'s synthetic sample (both published roots' shapes: 15
+runs, 1,124 nodes) ingested into a file, copied into DuckLake (SQLite catalog) with
 `warehouse migrate-to`; each engine served by `warehouse serve` in this process (uvicorn,
 Starlette's thread pool), and `--concurrency` client threads released at once, each fetching
 one page: the mix cycles through the runs list, run pages, a compare page, the quality page
