@@ -64,7 +64,7 @@ def _is_lock_error(exc: Exception) -> bool:
 def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECONDS) -> Iterator:
     """A raw DuckDB connection; waits (with backoff) up to `wait_s` for another writer."""
     if is_ducklake(url):
-        con = _ducklake_connection(url, read_only)
+        con = lake_connection(url, read_only)
     else:
         con = _file_connection(url, read_only, wait_s)
     try:
@@ -115,7 +115,8 @@ def _file_open_error(exc: Exception, path: str) -> Exception:
 
 # --- DuckLake --------------------------------------------------------------------------------
 
-def _ducklake_connection(url: str, read_only: bool):
+def lake_connection(url: str, read_only: bool):
+    """An in-memory DuckDB with the lake attached as `wh` and in use (the caller closes it)."""
     import duckdb
 
     # autoinstall off: an extension missing from the packages must fail here, not download

@@ -66,10 +66,10 @@ class LakePool:
                                       f"{wait_s:.0f} s") from None
 
     def _new_cursor(self):
-        from warehouse.db import _ducklake_connection
+        from warehouse.db import lake_connection
 
         if self._root is None:
-            self._root = _ducklake_connection(self.url, read_only=True)
+            self._root = lake_connection(self.url, read_only=True)
         cur = self._root.cursor()
         cur.execute(f"USE {LAKE_ALIAS}")
         return cur
