@@ -27,7 +27,7 @@ from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
                             record_errors, touch_source)
 from warehouse.db import is_ducklake_connection, is_write_conflict, transaction
-from warehouse.errors import DatabaseLockedError, DiskError, disk_errno, free_space
+from warehouse.errors import CATALOG_FULL, DatabaseLockedError, DiskError, disk_errno, disk_path, free_space
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -112,7 +112,7 @@ def _checkpoint(con) -> None:
         code = disk_errno(exc)
         if code is None:
             raise
-        where = _quoted_path(exc) or _write_location(con)
+        where = disk_path(exc) or _write_location(con)
         raise DiskError(f"every file is loaded and committed, but the closing CHECKPOINT could not "
                         f"write {where} ({free_space(where)}): the rows wait in its WAL. Free space "
                         "there; the next command that opens the warehouse for writing finishes it.") from None
@@ -387,7 +387,7 @@ class _Walker:
         code = disk_errno(exc)
         if code is None:
             return
-        where = _quoted_path(exc) or _write_location(self.con)
+        where = disk_path(exc) or _write_location(self.con, catalog=CATALOG_FULL in str(exc))
         folder = os.path.dirname(where) if where.endswith(".parquet") else where
         loaded = f"the {self.report.files_loaded} files loaded before it stay and are skipped"
         if code == errno.ENOSPC:
@@ -532,17 +532,14 @@ def _land(con, job: FileJob, source, key: int, staged) -> None:
         load.land_wandb_object(con, source, key, staged, job.wandb_run, column)
 
 
-def _quoted_path(exc: BaseException) -> str | None:
-    """The file a driver's error names in double quotes (DuckDB: 'Could not write file "P"')."""
-    import re
-
-    found = re.search(r'"(/[^"]+)"', str(exc))
-    return found.group(1) if found else None
-
-
-def _write_location(con) -> str:
-    """Where the warehouse writes: a DuckLake's data path, else the database file."""
+def _write_location(con, catalog: bool = False) -> str:
+    """Where the warehouse writes: a DuckLake's data path (or with `catalog`, its catalog),
+    else the database file."""
     if is_ducklake_connection(con):
+        if catalog:
+            path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                               ).fetchone()[0]
+            return path.split(":", 1)[-1]  # sqlite:/path/catalog.sqlite
         return con.execute("SELECT data_path FROM ducklake_settings(current_database())").fetchone()[0]
     return con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
                        ).fetchone()[0]

@@ -263,8 +263,8 @@ def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
             return result
         except BaseException as exc:
             _rollback(con)
-            if not (lake and isinstance(exc, Exception) and is_write_conflict(exc)):
-                raise
+            if not (lake and isinstance(exc, Exception) and is_write_conflict(exc)) or disk_errno(exc):
+                raise  # a full catalog's COMMIT fails as a lost race does: it is not one
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(f"other writers kept winning the commit for {wait_s:.0f} s "
                                           f"({str(exc).strip().splitlines()[0]})") from exc

@@ -50,6 +50,10 @@ _DUCKDB_DISK_ERROR = re.compile(r'"/[^"]*": (' + "|".join(_DISK_REASONS) + ")", 
 _DUCKDB_DISK_TYPES = ("IOException", "TransactionException", "FatalException", "InternalException")
 
 
+#: SQLite's SQLITE_FULL, as a DuckLake catalog's failed COMMIT quotes it (no file named).
+CATALOG_FULL = "database or disk is full"
+
+
 def disk_errno(exc: BaseException) -> int | None:
     """EROFS, EACCES or ENOSPC when `exc` (an OSError, or a DuckDB error that quotes one
     about a file it could not write) says a write failed for one of those reasons; else None."""
@@ -61,7 +65,17 @@ def disk_errno(exc: BaseException) -> int | None:
     if type(exc).__name__ not in _DUCKDB_DISK_TYPES:
         return None
     found = _DUCKDB_DISK_ERROR.search(str(exc))
-    return _DISK_REASONS[found.group(1).lower()] if found else None
+    if found:
+        return _DISK_REASONS[found.group(1).lower()]
+    return errno.ENOSPC if CATALOG_FULL in str(exc) else None
+
+
+def disk_path(exc: BaseException) -> str | None:
+    """The file a disk error names: the OSError's, or the one DuckDB quotes."""
+    if isinstance(exc, OSError):
+        return exc.filename
+    found = _DUCKDB_DISK_ERROR.search(str(getattr(exc, "orig", None) or exc))
+    return found.group(0).split('"')[1] if found else None
 
 
 def free_space(path: str | os.PathLike) -> str:
@@ -117,13 +131,13 @@ def translate(exc: BaseException) -> WarehouseError | None:
             "open read-only."
         )
     code = disk_errno(exc)
-    if code is not None and (isinstance(exc, OSError) or (duckdb is not None and isinstance(exc, duckdb.Error))):
-        import re
-
-        quoted = re.search(r'"(/[^"]+)"', text)
-        path = getattr(exc, "filename", None) or (quoted.group(1) if quoted else None)
+    if code is not None:
+        path = disk_path(exc)
         if path:
             return disk_error(code, "write", path, "Point the command at a place you can write.")
+        if CATALOG_FULL in str(exc):
+            return DiskError("the DuckLake catalog's disk is full (SQLite: database or disk is full). "
+                             "Free space where the catalog lives and run the command again.")
     if duckdb is not None and isinstance(exc, duckdb.Error):
         return QueryError(text)
     try:

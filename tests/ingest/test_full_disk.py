@@ -100,3 +100,17 @@ def test_ingest_stops_at_the_first_full_disk_error_and_keeps_what_landed(engine,
     assert counts(url) == counts(reference)
     if engine == "ducklake":
         assert cli(url, "cleanup", "--older-than", "0", "--dry-run").output.startswith("Would delete 0 orphaned")
+
+
+def test_a_full_ducklake_catalog_disk_is_one_line_not_a_lost_race(tmp_path):
+    """SQLite's 'database or disk is full' fails DuckLake's COMMIT as a lost race would:
+    retrying it for 120 s and calling it other writers' doing would be wrong."""
+    from tests.mounts import one_error_line, run_mounted, tmpfs, warehouse
+
+    require_mounts()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = run_mounted(tmpfs(disk, 256), warehouse(
+        "--db", f"ducklake:sqlite:{disk / 'cat.sqlite'}", "--data-path", str(tmp_path / "files"), "init"))
+    line = one_error_line(done)
+    assert "the DuckLake catalog's disk is full" in line and "Free space" in line
