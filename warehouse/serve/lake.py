@@ -93,18 +93,20 @@ class LakePool:
 
 
 class Answers:
-    """Query results by (snapshot, SQL, parameters), the newest `size` kept.
+    """Query results by (snapshot, SQL, parameters), the most recently used kept.
 
     A DuckLake snapshot never changes, so a query answered on it once has that answer for
     good: a page many people watch (and the live page's version poll) reads the lake once per
     snapshot instead of once per request. DuckLake pays tens of milliseconds of catalog reads
     for every table a query scans, which is what made it several times slower than the file
-    under load. A commit makes a new snapshot, so the next request reads afresh."""
+    under load. A commit makes a new snapshot, so the next request reads afresh. Memory is
+    bounded by cells (rows x columns) kept: `cells` in all, an answer over a quarter of that
+    is not kept."""
 
-    def __init__(self, size: int = 2048):
+    def __init__(self, cells: int = 2_000_000):
         from collections import OrderedDict
 
-        self.size = size
+        self.cells, self.kept_cells = cells, 0
         self._lock = threading.Lock()
         self._kept: OrderedDict = OrderedDict()
 
@@ -115,11 +117,16 @@ class Answers:
                 return self._kept[key]
         return None
 
-    def put(self, key, answer) -> None:
+    def put(self, key, answer: "Answer") -> None:
+        if answer.cells > self.cells // 4:
+            return
         with self._lock:
+            if key in self._kept:
+                return
             self._kept[key] = answer
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+            self.kept_cells += answer.cells
+            while self.kept_cells > self.cells:
+                self.kept_cells -= self._kept.popitem(last=False)[1].cells
 
 
 class Answer:
@@ -127,6 +134,7 @@ class Answer:
 
     def __init__(self, description, rows: list[tuple]):
         self.description, self._rows = description, rows
+        self.cells = max(1, len(rows) * len(description or ()))
 
     def fetchall(self) -> list[tuple]:
         return list(self._rows)

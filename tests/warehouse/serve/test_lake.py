@@ -93,3 +93,20 @@ def test_pages_read_the_same_on_the_lake_as_on_the_file(lake_url, demo_url, runs
                lambda u: data.run_page(u, runs[0]).steps):
         assert fn(lake_url) == fn(demo_url)
         assert fn(lake_url) == fn(lake_url)  # the kept answers equal the first read
+
+
+def test_kept_answers_are_bounded_by_cells_most_recently_used_first():
+    from warehouse.serve.lake import Answer, Answers
+
+    answers = Answers(cells=100)
+    description = [("a",), ("b",)]
+    for i in range(6):  # 10 rows x 2 columns = 20 cells each: five fit
+        if i == 5:
+            assert answers.get((1, "q0", ())) is not None  # q0 read again: now the newest
+        answers.put((1, f"q{i}", ()), Answer(description, [(i, i)] * 10))
+    assert answers.kept_cells == 100
+    assert answers.get((1, "q1", ())) is None  # the least recently used went
+    assert [answers.get((1, f"q{i}", ())) is not None for i in (0, 2, 3, 4, 5)] == [True] * 5
+    answers.put((1, "big", ()), Answer(description, [(0, 0)] * 13))  # 26 cells > a quarter
+    assert answers.get((1, "big", ())) is None
+    assert answers.get((2, "q5", ())) is None  # another snapshot is another answer
