@@ -136,6 +136,8 @@ def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: b
         if not target.data_path:  # a new catalog: its files beside it unless told otherwise
             target = dataclasses.replace(target, data_path=target.location + ".files" + os.sep)
         _create_sqlite_catalog(target.location, target.data_path)
+    elif target.catalog == "postgres" and target.data_path and not read_only:
+        _probe_data_path(target.data_path)  # a new PostgreSQL catalog cannot be told from an old one
     scanner = "sqlite_scanner" if target.catalog == "sqlite" else "postgres_scanner"
     for name in ("ducklake", scanner):
         con.execute(f"LOAD '{extension_file(name)}'")
@@ -173,6 +175,12 @@ def _new_sqlite_catalog(path: str, read_only: bool) -> bool:
     return True
 
 
+def _probe_data_path(data_path: str) -> None:
+    if "://" not in data_path:  # object storage is checked by its first write
+        probe_writable(data_path, "write the DuckLake data files in",
+                       f"Give a folder you can write: --data-path DIR (or ${DATA_PATH_ENV_VAR}).")
+
+
 def _create_sqlite_catalog(path: str, data_path: str) -> None:
     """A new SQLite catalog starts in WAL mode, so readers never block a committing writer.
     A read-only or full place for it or for its data files fails here, before anything is
@@ -181,9 +189,7 @@ def _create_sqlite_catalog(path: str, data_path: str) -> None:
 
     probe_writable(os.path.dirname(path) or ".", "create the DuckLake catalog in",
                    "Put the catalog where you can write: --db ducklake:sqlite:PATH.")
-    if "://" not in data_path:  # object storage is checked by its first write
-        probe_writable(data_path, "write the DuckLake data files in",
-                       f"Give a folder you can write: --data-path DIR (or ${DATA_PATH_ENV_VAR}).")
+    _probe_data_path(data_path)
     con = sqlite3.connect(path)
     try:
         con.execute("PRAGMA journal_mode=WAL")
