@@ -11,6 +11,7 @@ Memory is bounded by the largest single file, never by the root.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import time
@@ -26,7 +27,7 @@ from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
                             record_errors, touch_source)
 from warehouse.db import is_ducklake_connection, is_write_conflict, transaction
-from warehouse.errors import DatabaseLockedError
+from warehouse.errors import CATALOG_FULL, DatabaseLockedError, DiskError, disk_errno, disk_path, free_space
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
 
@@ -102,8 +103,22 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         # the file: the next open needs no WAL replay (DuckLake's CHECKPOINT is maintenance
         # that rewrites files under other writers: left to the operator, docs/ducklake.md)
         if (report.files_loaded or report.files_failed) and not lake:
-            con.execute("CHECKPOINT")
+            _checkpoint(con)
     return report
+
+
+def _checkpoint(con) -> None:
+    """Every file is committed (in the WAL); writing them into the file needs room too."""
+    try:
+        con.execute("CHECKPOINT")
+    except Exception as exc:  # only a full or read-only disk is reworded
+        code = disk_errno(exc)
+        if code is None:
+            raise
+        where = disk_path(exc) or _write_location(con)
+        raise DiskError(f"every file is loaded and committed, but the closing CHECKPOINT could not "
+                        f"write {where} ({free_space(where)}): the rows wait in its WAL. Free space "
+                        "there; the next command that opens the warehouse for writing finishes it.") from None
 
 
 def _manifests(layouts: list[Layout], manifest_files) -> dict:
@@ -299,6 +314,7 @@ class _Walker:
                                 [(key, self._lines(job, data) if lines is None else lines)
                                  for key, (job, data, _, lines) in enumerate(todo)])
         except Exception as exc:  # noqa: BLE001 - find the one file that breaks the batch
+            self.stop_on_disk_error(exc, todo[0][0])
             if len(todo) == 1:
                 self.fail(todo[0][0], f"could not load: {_first_line(exc)}")
                 return
@@ -340,6 +356,7 @@ class _Walker:
             self.con.execute("ROLLBACK")
             if not isinstance(exc, Exception):  # Ctrl-C: every file of the group is out
                 raise
+            self.stop_on_disk_error(exc, keyed[min(len(landed), len(keyed) - 1)][1])
             if self.lake and is_write_conflict(exc):  # another writer won: the group again
                 return self._lost_commit(exc, keyed, first_id)
             self.next_id = first_id
@@ -357,6 +374,7 @@ class _Walker:
         except Exception as exc:
             with contextlib.suppress(Exception):  # a failed COMMIT has ended it already
                 self.con.execute("ROLLBACK")
+            self.stop_on_disk_error(exc, keyed[0][1])
             if not (self.lake and is_write_conflict(exc)):
                 raise
             return self._lost_commit(exc, keyed, first_id)
@@ -364,6 +382,26 @@ class _Walker:
         for (key, job, digest), (source_id, rows, rejected) in zip(keyed, landed):
             self._landed(job, key, staged, digest, source_id, rows, rejected)
         return []
+
+    def stop_on_disk_error(self, exc: Exception, job: FileJob) -> None:
+        """A full or read-only disk under the warehouse (the file, or a DuckLake's data path)
+        would fail every later file the same way: the ingest stops at the first, that
+        file's transaction rolled back and the files landed before it kept."""
+        code = disk_errno(exc)
+        if code is None:
+            return
+        where = disk_path(exc) or _write_location(self.con, catalog=CATALOG_FULL in str(exc))
+        folder = os.path.dirname(where) if where.endswith(".parquet") else where
+        loaded = f"the {self.report.files_loaded} files loaded before it stay and are skipped"
+        if code == errno.ENOSPC:
+            orphans = (" ('warehouse cleanup --older-than 0' deletes the stopped commit's Parquet while "
+                       "no other writer runs)") if self.lake else ""
+            raise DiskError(f"the ingest stopped at {job.path}: no space left on the device for {folder} "
+                            f"({free_space(folder)}). Free space there{orphans} and run 'warehouse ingest' "
+                            f"again: {loaded}.") from None
+        why = "read-only file system" if code == errno.EROFS else "permission denied"
+        raise DiskError(f"the ingest stopped at {job.path}: cannot write {folder}: {why}. Move the "
+                        f"warehouse where you can write and run 'warehouse ingest' again: {loaded}.") from None
 
     def _lost_commit(self, exc: Exception, keyed: list, first_id: int) -> list:
         """Back off, then hand the whole group back to be landed again (DuckLake only); give
@@ -497,6 +535,19 @@ def _land(con, job: FileJob, source, key: int, staged) -> None:
     else:
         column = "config" if job.kind == "wandb_config" else "summary"
         load.land_wandb_object(con, source, key, staged, job.wandb_run, column)
+
+
+def _write_location(con, catalog: bool = False) -> str:
+    """Where the warehouse writes: a DuckLake's data path (or with `catalog`, its catalog),
+    else the database file."""
+    if is_ducklake_connection(con):
+        if catalog:
+            path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                               ).fetchone()[0]
+            return path.split(":", 1)[-1]  # sqlite:/path/catalog.sqlite
+        return con.execute("SELECT data_path FROM ducklake_settings(current_database())").fetchone()[0]
+    return con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                       ).fetchone()[0]
 
 
 def _first_line(exc: BaseException) -> str:

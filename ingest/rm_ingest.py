@@ -69,6 +69,7 @@ def _land(walker, job, digest: str, write) -> None:
     try:
         written = transaction(con, work)
     except Exception as exc:  # noqa: BLE001 - a driver error fails this file, not the ingest
+        walker.stop_on_disk_error(exc, job)  # a full disk fails the ingest: every file would fail
         walker.fail(job, f"could not load: {str(exc).strip().splitlines()[0]}")
         return
     walker.next_id = max(walker.next_id, written.source_id + 1)

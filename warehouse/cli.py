@@ -121,13 +121,20 @@ def version(obj: dict) -> None:
 @click.argument("query")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format.")
+@click.option("--allow-files", is_flag=True,
+              help="Let the query read and write files on this machine (read_csv, COPY ... TO). "
+                   "Off by default: a query sees only the warehouse.")
 @click.pass_obj
-def sql(obj: dict, query: str, fmt: str) -> None:
-    """Run one SQL QUERY against the warehouse (read-only) and print the result."""
+def sql(obj: dict, query: str, fmt: str, allow_files: bool) -> None:
+    """Run one SQL QUERY against the warehouse (read-only) and print the result.
+
+    The query reads the warehouse and nothing else: without --allow-files, reading or
+    writing the machine's files (read_csv('/etc/hostname'), COPY ... TO) is refused.
+    """
     from warehouse.query import run_query
     from warehouse.terminal import render
 
-    result = run_query(obj["db_url"], query)
+    result = run_query(obj["db_url"], query, allow_files=allow_files)
     click.echo(render(result, fmt), nl=False)
 
 
@@ -174,6 +181,33 @@ def migrate_to(obj: dict, target: str, target_data_path: str | None) -> None:
     rows = [(c.table, c.source_rows, c.target_rows) for c in copied]
     click.echo(render(Result(["table", "source rows", "copied rows"], rows), "table"), nl=False)
     click.echo(f"Copied {len(copied)} tables into {target_url}; every row count matches.")
+
+
+@main.command()
+@click.option("--older-than", "older_than", default="1h", show_default=True, metavar="AGE",
+              help="Only files at least this old (90s, 30m, 1h, 2d): a running writer's files "
+                   "are not committed yet and look orphaned. 0 only when no writer runs.")
+@click.option("--dry-run", is_flag=True, help="List the files, delete nothing.")
+@click.pass_obj
+def cleanup(obj: dict, older_than: str, dry_run: bool) -> None:
+    """DuckLake: delete Parquet files no snapshot references.
+
+    Orphans are left by a writer killed during a commit (kill -9, a crash) or stopped by a
+    full disk; files replaced by compaction or expired snapshots are deleted too. Both through
+    DuckLake's own ducklake_delete_orphaned_files and ducklake_cleanup_old_files. A DuckDB
+    file has nothing to clean.
+    """
+    from warehouse.config import is_ducklake
+    from warehouse.maintenance import cleanup as do_cleanup, parse_age
+
+    cleaned = do_cleanup(obj["db_url"], parse_age(older_than), dry_run)
+    for path in cleaned.paths:
+        click.echo(path)
+    if not is_ducklake(obj["db_url"]):
+        click.echo("A DuckDB file keeps no files outside itself: nothing to clean.")
+        return
+    verb = "Would delete" if dry_run else "Deleted"
+    click.echo(f"{verb} {len(cleaned.orphaned)} orphaned and {len(cleaned.scheduled)} expired files.")
 
 
 def _register_subcommands() -> None:

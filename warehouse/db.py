@@ -22,8 +22,8 @@ import random
 import time
 from collections.abc import Callable, Iterator
 
-from warehouse.config import db_path_from_url, is_ducklake, parse_ducklake
-from warehouse.errors import DatabaseLockedError, TerminalError
+from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, db_path_from_url, is_ducklake, parse_ducklake
+from warehouse.errors import DatabaseLockedError, TerminalError, disk_errno, disk_error, probe_writable
 
 LOCK_RETRY_SECONDS = 30.0
 # A new warehouse file is written in DuckDB's v1.0.0 storage format (header version 64), which
@@ -64,7 +64,7 @@ def _is_lock_error(exc: Exception) -> bool:
 def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECONDS) -> Iterator:
     """A raw DuckDB connection; waits (with backoff) up to `wait_s` for another writer."""
     if is_ducklake(url):
-        con = _ducklake_connection(url, read_only)
+        con = lake_connection(url, read_only)
     else:
         con = _file_connection(url, read_only, wait_s)
     try:
@@ -86,7 +86,7 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
             return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
-                raise
+                raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
                     f"{path} is locked by another process ({exc}). Wait for it to finish."
@@ -95,9 +95,28 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
             delay = min(delay * 2, 1.0)
 
 
+def open_error(exc: Exception, url: str) -> Exception:
+    """`exc` as one line with the fix when the warehouse file's disk is read-only or full."""
+    return exc if is_ducklake(url) else _file_open_error(exc, db_path_from_url(url))
+
+
+def _file_open_error(exc: Exception, path: str) -> Exception:
+    """A warehouse file on a read-only or full file system: one line with the fix."""
+    code = disk_errno(exc)
+    if code is None:
+        return exc
+    if os.path.exists(path):
+        return disk_error(code, "open the warehouse for writing at", path,
+                          "Copy it to a place you can write, or use the commands that only read "
+                          "(sql, tables, metrics, report, serve, export).")
+    return disk_error(code, "create the warehouse at", path,
+                      f"Create it where you can write: --db PATH (or ${DB_ENV_VAR}).")
+
+
 # --- DuckLake --------------------------------------------------------------------------------
 
-def _ducklake_connection(url: str, read_only: bool):
+def lake_connection(url: str, read_only: bool):
+    """An in-memory DuckDB with the lake attached as `wh` and in use (the caller closes it)."""
     import duckdb
 
     # autoinstall off: an extension missing from the packages must fail here, not download
@@ -113,9 +132,12 @@ def _ducklake_connection(url: str, read_only: bool):
 def _attach_lake(con, url: str, read_only: bool, alias: str = LAKE_ALIAS, use: bool = True) -> None:
     """Load the extensions, attach the lake as `alias` and (`use`) make it the default database."""
     target = parse_ducklake(url)
-    if target.catalog == "sqlite" and _prepare_sqlite_catalog(target.location, read_only):
+    if target.catalog == "sqlite" and _new_sqlite_catalog(target.location, read_only):
         if not target.data_path:  # a new catalog: its files beside it unless told otherwise
             target = dataclasses.replace(target, data_path=target.location + ".files" + os.sep)
+        _create_sqlite_catalog(target.location, target.data_path)
+    elif target.catalog == "postgres" and target.data_path and not read_only:
+        _probe_data_path(target.data_path)  # a new PostgreSQL catalog cannot be told from an old one
     scanner = "sqlite_scanner" if target.catalog == "sqlite" else "postgres_scanner"
     for name in ("ducklake", scanner):
         con.execute(f"LOAD '{extension_file(name)}'")
@@ -143,23 +165,36 @@ def _sql_text(value: str) -> str:
     return value.replace("'", "''")
 
 
-def _prepare_sqlite_catalog(path: str, read_only: bool) -> bool:
-    """A new SQLite catalog starts in WAL mode, so readers never block a committing writer.
-    Returns whether the catalog is new."""
-    import sqlite3
-
+def _new_sqlite_catalog(path: str, read_only: bool) -> bool:
+    """Whether the SQLite catalog is still to be created (reading one that is not: an error)."""
     if os.path.exists(path):
         return False
     if read_only:
         raise TerminalError(f"no warehouse at {path}. Run 'warehouse --db ducklake:sqlite:{path} "
                             "--data-path DIR init' first.")
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return True
+
+
+def _probe_data_path(data_path: str) -> None:
+    if "://" not in data_path:  # object storage is checked by its first write
+        probe_writable(data_path, "write the DuckLake data files in",
+                       f"Give a folder you can write: --data-path DIR (or ${DATA_PATH_ENV_VAR}).")
+
+
+def _create_sqlite_catalog(path: str, data_path: str) -> None:
+    """A new SQLite catalog starts in WAL mode, so readers never block a committing writer.
+    A read-only or full place for it or for its data files fails here, before anything is
+    created, with one line naming the option that moves it."""
+    import sqlite3
+
+    probe_writable(os.path.dirname(path) or ".", "create the DuckLake catalog in",
+                   "Put the catalog where you can write: --db ducklake:sqlite:PATH.")
+    _probe_data_path(data_path)
     con = sqlite3.connect(path)
     try:
         con.execute("PRAGMA journal_mode=WAL")
     finally:
         con.close()
-    return True
 
 
 def extension_file(name: str) -> str:
@@ -187,6 +222,20 @@ def attach_source(con, url: str, alias: str) -> None:
     if not os.path.exists(path):
         raise TerminalError(f"no warehouse at {path}.")
     con.execute(f"ATTACH '{_sql_text(path)}' AS {alias} (READ_ONLY)")
+
+
+def close_host_files(con) -> None:
+    """Shut `con` off from the machine's files for good: DuckDB's external access off and the
+    configuration locked, so no statement can read a host file (read_csv('/etc/hostname')),
+    write one (COPY ... TO) or turn the setting back on. What the warehouse itself reads stays
+    open: a DuckLake's data path and DuckDB's spill directory."""
+    allowed = [con.execute("SELECT current_setting('temp_directory')").fetchone()[0]]
+    if is_ducklake_connection(con):
+        allowed += [r[0] for r in con.execute(
+            f"SELECT data_path FROM ducklake_settings('{LAKE_ALIAS}')").fetchall() if r[0]]
+    con.execute("SET allowed_directories = ?", [[d for d in allowed if d]])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 def is_ducklake_connection(con) -> bool:
@@ -220,8 +269,8 @@ def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
             return result
         except BaseException as exc:
             _rollback(con)
-            if not (lake and isinstance(exc, Exception) and is_write_conflict(exc)):
-                raise
+            if not (lake and isinstance(exc, Exception) and is_write_conflict(exc)) or disk_errno(exc):
+                raise  # a full catalog's COMMIT fails as a lost race does: it is not one
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(f"other writers kept winning the commit for {wait_s:.0f} s "
                                           f"({str(exc).strip().splitlines()[0]})") from exc

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from warehouse.errors import TerminalError
+from warehouse.errors import DiskError, TerminalError, disk_errno, disk_error, probe_writable
 
 PAYLOADS = "node_payloads"
 MANIFEST = "export_manifest.json"
@@ -81,9 +81,9 @@ def _prepare(out: Path, names: list[str], overwrite: bool) -> None:
         raise TerminalError(
             f"{targets[0]} already exists. Pass --overwrite to replace the export in {out}."
         )
+    probe_writable(out, "write the export into", "Export into a folder you can write.")
     for path in targets:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _export_one(con, name: str, kind: str, has_run: bool, out: Path) -> Exported:
@@ -96,7 +96,14 @@ def _export_one(con, name: str, kind: str, has_run: bool, out: Path) -> Exported
         target = out / f"{name}.parquet"
         options = "FORMAT PARQUET"
     # COPY takes no bound parameter for its target: the path is quoted as a string literal.
-    con.execute(f"COPY ({select}) TO {_literal(str(target))} ({options})")
+    try:
+        con.execute(f"COPY ({select}) TO {_literal(str(target))} ({options})")
+    except Exception as exc:  # a full or read-only disk midway is one line
+        code = disk_errno(exc)
+        if code is None:
+            raise
+        err = disk_error(code, f"write {name} at", target, "Export into a folder you can write.")
+        raise DiskError(f"{err} The export in {out} is incomplete: run it again with --overwrite.") from None
     return Exported(name, target, rows, has_run and rows > 0, kind)
 
 
@@ -151,7 +158,7 @@ def restore_export(url: str, export_dir: str | Path) -> tuple[list[Restored], li
     """
     from warehouse.config import display_name
     from warehouse.db import connect, transaction
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     root = Path(export_dir)
     doc = read_manifest(root)

@@ -12,7 +12,7 @@ from pathlib import Path
 from alembic.ddl.impl import DefaultImpl
 
 from warehouse.errors import TerminalError
-from warehouse.revision import require_head  # noqa: F401 - the writers' import of it stays here
+from warehouse.revision import refuse_newer, require_head  # noqa: F401 - require_head: the writers' import of it stays here
 
 
 class DuckDBImpl(DefaultImpl):
@@ -74,6 +74,7 @@ def head_revision() -> str:
     return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
 
 
+
 def current_revision(connection) -> str | None:
     from alembic.migration import MigrationContext
 
@@ -101,7 +102,8 @@ def upgrade(url: str, revision: str = "head") -> str | None:
     _known_revision(revision)
     eng = engine(url)
     try:
-        with eng.connect() as conn:
+        with _connect(eng, url) as conn:
+            refuse_newer(current_revision(conn), url)
             drop_views(conn)
             command.upgrade(_config(conn), revision)
             conn.commit()
@@ -126,7 +128,8 @@ def downgrade(url: str, revision: str) -> str | None:
     _known_revision(revision)
     eng = engine(url)
     try:
-        with eng.connect() as conn:
+        with _connect(eng, url) as conn:
+            refuse_newer(current_revision(conn), url)
             drop_views(conn)
             command.downgrade(_config(conn), revision)
             conn.commit()
@@ -137,6 +140,16 @@ def downgrade(url: str, revision: str) -> str | None:
     finally:
         eng.dispose()
     return rev
+
+
+def _connect(eng, url: str):
+    """The engine's connection; a read-only or full disk under the file is one clear line."""
+    from warehouse.db import open_error
+
+    try:
+        return eng.connect()
+    except Exception as exc:  # noqa: BLE001 - only disk errors are reworded, the rest re-raised
+        raise open_error(getattr(exc, "orig", None) or exc, url) from None
 
 
 def schema_status(url: str) -> dict:
@@ -152,6 +165,7 @@ def schema_status(url: str) -> dict:
                 rev = current_revision(conn)
         finally:
             eng.dispose()
+        refuse_newer(rev, url)
     return {"package": __version__, "database": rev or "none (run 'warehouse init')",
             "head": head_revision(), "url": url}
 

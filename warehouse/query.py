@@ -15,21 +15,56 @@ class Result:
     types: list[str] | None = None  # DuckDB's column types, when known (numbers right-align)
 
 
-def run_query(url: str, query: str, params: list | tuple | None = None) -> Result:
-    """Run one statement on a read-only connection (a query can never change the data)."""
+#: Statements that write files whatever the engine's file access allows (into a DuckLake's
+#: own data path, say): `warehouse sql` runs them only with --allow-files.
+FILE_WRITING = ("COPY", "EXPORT")
+
+
+def run_query(url: str, query: str, params: list | tuple | None = None,
+              allow_files: bool = False) -> Result:
+    """Run one statement on a read-only connection (a query can never change the data).
+
+    Unless `allow_files`, the query cannot touch the machine's files either: no
+    read_csv('/etc/hostname'), no COPY ... TO '/any/path' (`warehouse.db.close_host_files`).
+    """
     import duckdb
 
+    from warehouse.db import close_host_files
     from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
+        if not allow_files:
+            _refuse_file_writes(con, query)
+            close_host_files(con)
         try:
             cur = con.execute(query, params or [])
+        except duckdb.PermissionException as exc:
+            what = _first_line(exc).removeprefix("Permission Error: ").split(" - ")[0]
+            raise QueryError(f"{what}: warehouse sql does not read or write the machine's files. "
+                             "Pass --allow-files to let this query use them.") from None
         except duckdb.Error as exc:  # every line: DuckDB's hints ('Did you mean "nodes"?') follow the first
             raise QueryError(str(exc).strip()) from None
         if cur.description is None:
             return Result([], [])
         return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
+
+
+def _refuse_file_writes(con, query: str) -> None:
+    import duckdb
+
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:  # a parse error's hints follow its first line too
+        raise QueryError(str(exc).strip()) from None
+    for statement in statements:
+        if statement.type.name in FILE_WRITING:
+            raise QueryError(f"{statement.type.name} writes files: warehouse sql does not read or "
+                             "write the machine's files. Pass --allow-files to let this query use them.")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0]
 
 
 def list_tables(url: str) -> Result:

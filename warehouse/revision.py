@@ -37,6 +37,23 @@ def head_revision(versions_dir: Path = VERSIONS_DIR) -> str:
     return heads[0]
 
 
+def known_revisions(versions_dir: Path = VERSIONS_DIR) -> set[str]:
+    """Every revision this package has a migration for."""
+    return {rev.group(1) for path in versions_dir.glob("*.py")
+            if (rev := _REVISION.search(path.read_text(encoding="utf-8"))) is not None}
+
+
+def refuse_newer(rev: str | None, url: str) -> None:
+    """A warehouse at a revision this package has no migration for was made by a newer
+    version: no command of this one may read or move it (upgrading cannot help)."""
+    if rev is not None and rev not in known_revisions():
+        from warehouse.config import display_name
+
+        raise SchemaVersionError(
+            f"{display_name(url)} is at schema {rev}, newer than this package's {head_revision()}: "
+            "install a newer rollout-warehouse (pip install -U rollout-warehouse)")
+
+
 def require_head(con, url: str) -> None:
     """Raise a clear error unless the (raw DuckDB) connection's schema is at head."""
     from warehouse.config import display_name
@@ -50,6 +67,7 @@ def require_head(con, url: str) -> None:
     rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if has_table else None
     if rev is None:
         raise SchemaVersionError(f"{name} has no warehouse schema yet. Run 'warehouse init'.")
+    refuse_newer(rev[0], url)
     if rev[0] != head:
         raise SchemaVersionError(
             f"{name} is at schema {rev[0]}, this version needs {head}. Run 'warehouse upgrade'."

@@ -4,7 +4,8 @@ Pages are rendered on the server (Jinja2, autoescaped) with their Plotly figures
 `static/app.js` draws them with the plotly.js that the `plotly` Python package ships, served
 from the installed package: nothing is loaded from a CDN. Handlers are plain functions, which
 Starlette runs in its thread pool, and each one reads through :mod:`warehouse.serve.data`
-(one short read-only connection per request). A locked warehouse is a 503 "busy" page that
+(one short read-only connection per request on the file, a cursor of the one attached
+lake on DuckLake). A locked warehouse is a 503 "busy" page that
 retries by itself; the live run page polls `/api/runs/{run}/version` and redraws when a round,
 step or timing row lands.
 """
@@ -95,7 +96,9 @@ class Pages:
                                autoescape=select_autoescape(["html"]), undefined=StrictUndefined)
         self.env.filters["cell"] = cell
         self.env.filters["breakable"] = breakable
-        self.env.globals["db_name"] = Path(url.split("///", 1)[-1]).name
+        from warehouse.config import display_name
+
+        self.env.globals["db_name"] = display_name(url)  # the file's name, or the DuckLake catalog
 
     def runs(self, request: Request) -> Response:
         q = request.query_params

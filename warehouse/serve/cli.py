@@ -18,8 +18,9 @@ def serve(obj: dict, host: str, port: int, refresh_s: float) -> None:
     Pages: Runs (filter by question, arm, kind), a run's charts per task with its step
     metrics and phase times (redrawn while the run is written), Compare (runs or arms per
     round, with the decision rule at step k), Quality (invariant violations, with each
-    node's plan, code, output and prompt). Every request opens the warehouse read-only and
-    closes it, so `train run` and `warehouse ingest` can write meanwhile.
+    node's plan, code, output and prompt). On the file every request opens the warehouse
+    read-only and closes it, so `train run` and `warehouse ingest` can write meanwhile; on
+    DuckLake the lake is attached once and each request reads the newest snapshot.
     """
     from warehouse.serve.server import serve as run_server
 

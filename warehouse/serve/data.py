@@ -1,7 +1,7 @@
 """What the dashboard's pages show, read from the views on one short read-only connection each.
 
-Every function opens its own connection and closes it before returning, so the file lock is
-held for milliseconds and `train run` (which opens its write connection only to commit a
+Every function opens its own connection and closes it before returning (on DuckLake: borrows
+a cursor of the one attached lake and hands it back), so the file lock is held for milliseconds and `train run` (which opens its write connection only to commit a
 round) is never kept out. When a writer holds the file, `warehouse.db.connect` retries for
 `BUSY_WAIT_S`, then raises DatabaseLockedError: the page says "busy" and tries again.
 """
@@ -29,11 +29,20 @@ class NotFoundError(TerminalError):
 
 @contextlib.contextmanager
 def reading(url: str):
-    """A read-only connection at the newest schema, closed on exit."""
+    """A read-only connection at the newest schema: on the file a fresh one, closed on exit
+    (so a writer gets the lock between requests); on DuckLake a cursor of the shared attached
+    lake (`warehouse.serve.lake`), handed back on exit."""
+    from warehouse.config import is_ducklake
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
-    with connect(url, read_only=True, wait_s=BUSY_WAIT_S) as con:
+    if is_ducklake(url):
+        from warehouse.serve.lake import pool
+
+        opened = pool(url).cursor()
+    else:
+        opened = connect(url, read_only=True, wait_s=BUSY_WAIT_S)
+    with opened as con:
         require_head(con, url)
         yield con
 

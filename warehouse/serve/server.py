@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 from warehouse.errors import TerminalError
+from warehouse.serve.lake import close_pools
 
 
 def check_warehouse(url: str) -> None:
@@ -27,7 +28,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-        sock.listen(128)  # connections queue from now on, before uvicorn has started
+        sock.listen(1024)  # connections queue from now on, before uvicorn has started
     except OSError as exc:
         sock.close()
         raise TerminalError(f"cannot listen on {host}:{port} ({exc.strerror}). "
@@ -51,7 +52,10 @@ def serve(url: str, host: str, port: int, refresh_s: float, log=print) -> None:
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
     log(f"Serving {url} at http://{shown}:{sock.getsockname()[1]}/ (read-only; Ctrl-C stops)")
-    _server(url, refresh_s).run(sockets=[sock])
+    try:
+        _server(url, refresh_s).run(sockets=[sock])
+    finally:
+        close_pools()
 
 
 @contextlib.contextmanager
@@ -72,3 +76,4 @@ def background(url: str, host: str = "127.0.0.1", port: int = 0,
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        close_pools()

@@ -1,0 +1,144 @@
+"""Parquet files left by a DuckLake writer killed with -9 during a commit: `warehouse cleanup`
+finds and deletes exactly those (DuckLake's ducklake_delete_orphaned_files), never a file a
+snapshot references, and the next ingest lands every row once.
+
+The writer is a real `warehouse ingest` process killed with SIGKILL at a fixed point of its
+node transaction: after the nodes and payloads are written as Parquet, before the commit (a
+hook in its own process tells the test when it is there), so the test does not race it."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from warehouse.cli import main
+from warehouse.config import resolve_db_url
+
+REPO = Path(__file__).resolve().parents[2]
+RUNS = ("20260702_020809", "20260719_045416_27b_mix4_hr")
+
+KILL_POINT = """
+import pathlib, sys, time
+import ingest.load as load
+
+written = load.insert_nodes
+
+def insert_then_wait(*args, **kwargs):
+    written(*args, **kwargs)          # the Parquet files are on disk, the commit not yet made
+    pathlib.Path(sys.argv[1]).touch()
+    time.sleep(600)
+
+load.insert_nodes = insert_then_wait
+from warehouse.cli import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    from ingest.sample import write_sample_root
+
+    sample = write_sample_root(tmp_path_factory.mktemp("sample") / "root", seed=0)
+    root = tmp_path_factory.mktemp("small") / "root"
+    for run in RUNS:
+        shutil.copytree(sample / run, root / run)
+    return root
+
+
+def cli(url: str, *args: str):
+    return CliRunner().invoke(main, ["--db", url, *args])
+
+
+def parquet_files(data_path: Path) -> set[str]:
+    return {str(p) for p in data_path.rglob("*.parquet")}
+
+
+def referenced_files(url: str) -> set[str]:
+    """Every data and delete file the catalog knows (of any snapshot)."""
+    from warehouse.db import connect
+
+    with connect(url, read_only=True) as con:
+        files = []
+        data_path = con.execute("SELECT data_path FROM ducklake_settings('wh')").fetchone()[0]
+        meta = "__ducklake_metadata_wh"
+        schema_path = dict(con.execute(f"SELECT schema_id, path FROM {meta}.ducklake_schema").fetchall())
+        table_path = {t: (schema_path[s], p) for t, s, p in con.execute(
+            f"SELECT table_id, schema_id, path FROM {meta}.ducklake_table").fetchall()}
+        for kind in ("ducklake_data_file", "ducklake_delete_file"):
+            for table_id, path, relative in con.execute(
+                    f"SELECT table_id, path, path_is_relative FROM {meta}.{kind}").fetchall():
+                schema, table = table_path[table_id]
+                files.append(data_path + schema + table + path if relative else path)
+        return set(files)
+
+
+def kill_mid_commit(url: str, root: Path, tmp_path: Path) -> None:
+    mark = tmp_path / "in_commit"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_POINT, str(mark), "--db", url, "ingest", "-q",
+                             str(root)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not mark.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the ingest never reached its node commit"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def counts(url: str) -> dict:
+    from warehouse.db import connect
+
+    with connect(url, read_only=True) as con:
+        return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+                for t in ("sources", "nodes", "node_payloads", "task_rounds", "ingest_errors")}
+
+
+def test_cleanup_deletes_the_parquet_of_a_writer_killed_mid_commit(small_root, tmp_path):
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'cat.sqlite'}", tmp_path / "files")
+    assert cli(url, "init").exit_code == 0
+    kill_mid_commit(url, small_root, tmp_path)
+
+    orphans = parquet_files(tmp_path / "files") - referenced_files(url)
+    assert orphans, "the killed commit left no Parquet behind: the test does not test anything"
+    kept = cli(url, "cleanup")  # the default age spares files a running writer may still commit
+    assert kept.exit_code == 0 and "Deleted 0 orphaned" in kept.output, kept.output
+    listed = cli(url, "cleanup", "--older-than", "0", "--dry-run")
+    assert set(listed.output.splitlines()[:-1]) == orphans, listed.output
+    assert parquet_files(tmp_path / "files") >= orphans  # a dry run deletes nothing
+
+    done = cli(url, "cleanup", "--older-than", "0")
+    assert done.exit_code == 0, done.output
+    assert f"Deleted {len(orphans)} orphaned" in done.output
+    assert parquet_files(tmp_path / "files") == referenced_files(url)
+
+    again = cli(url, "ingest", "-q", str(small_root))  # the killed ingest's files land now, once
+    assert again.exit_code in (0, 3), again.output
+    reference = resolve_db_url(tmp_path / "reference.duckdb")
+    assert cli(reference, "init").exit_code == 0
+    assert cli(reference, "ingest", "-q", str(small_root)).exit_code in (0, 3)
+    assert counts(url) == counts(reference)
+    assert parquet_files(tmp_path / "files") == referenced_files(url)
+    assert cli(url, "cleanup", "--older-than", "0", "--dry-run").output.startswith("Would delete 0 orphaned")
+
+
+def test_cleanup_on_a_file_has_nothing_to_do(db_url):
+    result = cli(db_url, "cleanup", "--older-than", "0")
+    assert result.exit_code == 0 and "nothing to clean" in result.output
+
+
+def test_an_age_that_is_not_one_is_one_error_line(db_url):
+    result = cli(db_url, "cleanup", "--older-than", "soon")
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: not an age: 'soon'. Use e.g. 90s, 30m, 1h or 2d."
