@@ -47,18 +47,20 @@ def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
     of each generation call (train.generate.ranks) and join each GRPO step (train.distributed);
     they return an empty report."""
     from train.distributed import join_team, leave_team
+    from train.run_state import recording
 
     team = join_team(opts.device)
     try:
         opts = dataclasses.replace(opts, device=team.device)
-        return _run(opts, team, log if team.main else _quiet, monitor if team.main else None)
+        with recording(opts.db_url if team.main else None, "train run", log) as life:  # started, beats, ended
+            return _run(opts, team, log if team.main else _quiet, monitor if team.main else None, life)
     finally:
         if monitor is not None:
             monitor.close()
         leave_team(team)
 
 
-def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
+def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
     """The loop. `team.alone()` marks rank 0's own work (a failure there stops every rank);
     `team.share` hands rank 0's value to every rank."""
     from train.learn.session import after_commit
@@ -78,6 +80,8 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
         writer = make_writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
         if writer is not None:
             writer.claim()  # the run row, before round 1: a second run with this id stops here
+            if life is not None:
+                life.start(run_id)
         log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
         log(f"Generation: {choice.name} {choice.version or ''} ({choice.reason})")
         prepare_model(opts, team, log)
