@@ -28,6 +28,7 @@ from train.generate.choice import choose_backend
 from train.factories import (deal_over_ranks, initial_trees, load_run_policy, make_backend,
                              make_writer, prepare_model, resume_point, round_context)
 from train.learner import make_learner, resumed_update_base, round_samples
+from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
 from train.weight_sync import generation_copy, sync_generator, update_weights
 
@@ -70,7 +71,7 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
     choice = choose_backend(opts.backend, opts.device, team.size)
     opts = dataclasses.replace(opts, backend=choice.name)
     arm, knobs, overrides = resolve_settings(opts)
-    overrides = {**overrides, **choice.recorded()}
+    overrides = {**overrides, **choice.recorded(), **checkpoint_settings(opts)}
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
     resume = resume_point(opts)
     with team.alone():
@@ -87,6 +88,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
         prepare_model(opts, team, log)
     run_id, base = team.share((run_id, base))
     policy = load_run_policy(opts, arm, log)
+    if writer is not None:  # the token view decodes the run's tokens with this directory's tokenizer
+        writer.run.overrides = {**writer.run.overrides, "model_dir": str(policy.path.resolve())}
     generator = generation_copy(policy, opts) if team.sharded and opts.learn else policy
     learner = make_learner(policy, arm, overrides, opts, resume, team, knobs, base) if opts.learn else None
     if learner is not None and team.sharded:

@@ -20,12 +20,21 @@ import os
 import socket
 import threading
 from datetime import datetime, timezone
+from pathlib import Path
 
 from warehouse.errors import DatabaseLockedError
 
 HEARTBEAT_S = 30.0
 BEAT_WAIT_S = 2.0
 END_WAIT_S = 60.0
+
+
+def checkpoint_settings(opts) -> dict:
+    """Where the run saves its checkpoints (runs.overrides), so the dashboard can list them:
+    `<checkpoint_dir>/<run_id>/global_step_<N>` for every step whose timing row saved."""
+    if not getattr(opts, "checkpoint_root", None):
+        return {}
+    return {"checkpoint_dir": str(Path(opts.checkpoint_root).resolve()), "checkpoint_every": opts.checkpoint_every}
 
 
 def utc_now() -> datetime:
