@@ -67,6 +67,7 @@ class Pages:
         self.env.filters["breakable"] = breakable
         self.env.filters["seconds"] = seconds
         self.env.filters["ago"] = ago
+        self.env.filters["minute"] = minute
         self.env.globals["db_name"] = Path(url.split("///", 1)[-1]).name
 
     def runs(self, request: Request) -> Response:
@@ -206,3 +207,8 @@ def ago(value) -> str:
         return ""
     delta = (datetime.now(timezone.utc).replace(tzinfo=None) - value).total_seconds()
     return f"{seconds(max(delta, 0))} ago" if delta < 86400 * 2 else f"{int(delta // 86400)} days ago"
+
+
+def minute(value) -> str:
+    """A timestamp to the minute (the runs table's compact form; the tooltip has the rest)."""
+    return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else "–"

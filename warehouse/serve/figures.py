@@ -197,7 +197,8 @@ def _figure(title: str, xlabel: str, ylabel: str, traces: list[dict], ticks: lis
     if yrange:
         yaxis["range"] = yrange
     layout = {"title": {"text": title}, "xaxis": xaxis, "yaxis": yaxis,
-              "margin": {"l": 55, "r": 10, "t": 10, "b": 45}, "height": 280,
+              # the top margin holds Plotly's mode bar, so it never covers the plot or its legend
+              "margin": {"l": 55, "r": 10, "t": 28, "b": 45}, "height": 290,
               "showlegend": legend and len(traces) > 1, "legend": {"font": {"size": 10}},
               "meta": {"smooth": smooth, "loggable": loggable}}
     if not traces:

@@ -94,15 +94,29 @@ def node_list(con, run_id: str, q: NodeQuery) -> NodeList:
     total = con.execute(f'SELECT count(*) FROM "nodes" {WHERE}', params).fetchone()[0]
     found = rows(con, f'''
         SELECT "round", "task", "node_id", "mode", "status", "reward", "exec_time", "n_response_tokens",
-               "sibling_group", "parent_id", "exc_type", "test_metric"
+               "sibling_group", "parent_id", "exc_type", "test_metric", "source_id", "line_no"
         FROM "nodes" {WHERE} ORDER BY {SORTS[q.sort]}, "source_id", "line_no" LIMIT {PAGE_SIZE} OFFSET ?''',
                  *params, q.offset)
+    _parent_links(con, found)
     choices = {c: [r[0] for r in con.execute(
         f'SELECT DISTINCT {expr} FROM "nodes" WHERE "run_id" = ? ORDER BY 1', [run_id]).fetchall()]
         for c, expr in (("task", '"task"'), ("round", '"round"'), ("status", 'coalesce("status", \'NULL\')'),
                         ("mode", '"mode"'))}
     choices = {k: [v for v in vs if v is not None] for k, vs in choices.items()}
     return NodeList(run_id, q, found, total, choices)
+
+
+def _parent_links(con, found: list[dict]) -> None:
+    """Each listed node's parent run and round (node_parents), read for this page's rows only."""
+    keys = [(n["source_id"], n["line_no"]) for n in found if n["parent_id"]]
+    links = {}
+    if keys:
+        marks = ", ".join("(?, ?)" for _ in keys)
+        links = {(r[0], r[1]): (r[2], r[3]) for r in con.execute(
+            f'SELECT "source_id", "line_no", "parent_run_id", "parent_round" FROM "node_parents" '
+            f'WHERE ("source_id", "line_no") IN ({marks})', [v for k in keys for v in k]).fetchall()}
+    for n in found:
+        n["parent_run_id"], n["parent_round"] = links.get((n["source_id"], n["line_no"]), (None, None))
 
 
 # --- one node: its family and its tokens -----------------------------------------------------
