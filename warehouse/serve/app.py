@@ -84,11 +84,11 @@ class Pages:
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
                   for j, fig in enumerate(figures.task_panels(page.data, task, page.axes))}
         charts["phases"] = figures.phase_times(page.data, page.axes)
-        if page.steps:
-            charts.update({f"step-{name}": fig for name, fig in
-                           zip(data.STEP_METRICS, figures.step_metrics(page.steps, run_id, page.axes))})
+        shown = [m for m in data.STEP_METRICS if any(s.get(m) is not None for s in page.steps)]
+        charts.update({f"step-{name}": fig for name, fig in
+                       zip(data.STEP_METRICS, figures.step_metrics(page.steps, run_id, page.axes)) if name in shown})
         return self.render(request, "run.html", page=page, charts=charts, refresh_s=self.refresh_s,
-                           step_metrics=data.STEP_METRICS)
+                           step_metrics=shown)
 
     def rm_run(self, request: Request, run_id: str) -> Response:
         page = data.rm_page(self.url, run_id)

@@ -20,7 +20,12 @@ BUSY_WAIT_S = 3.0
 COMPARE_METRICS = ("valid_reward_mean", "valid_rate", "reward_best", "mean_response_tokens",
                    "resp_clip_rate")
 #: The step metrics of the run page (step_metrics columns).
-STEP_METRICS = ("loss", "kl", "entropy", "lr", "clip_frac")
+STEP_METRICS = ("loss", "kl", "entropy", "lr", "clip_frac", "grad_norm")
+#: step_metrics column -> the W&B history keys (verl's names) that stand for it on a run
+#: that has no step_metrics rows but an imported W&B history
+WANDB_KEYS = {"loss": ("actor/pg_loss", "loss"), "kl": ("actor/kl_loss", "kl"),
+              "entropy": ("actor/entropy_loss", "actor/entropy", "entropy"), "lr": ("actor/lr", "lr"),
+              "clip_frac": ("actor/pg_clipfrac", "clip_frac"), "grad_norm": ("actor/grad_norm", "grad_norm")}
 
 
 class NotFoundError(TerminalError):
@@ -99,6 +104,7 @@ class RunPage:
     checkpoints: list = field(default_factory=list)
     artifacts: list = field(default_factory=list)
     axes: dict = field(default_factory=dict)         # round -> {"global": step, "wall": time}
+    step_source: str | None = None                   # "step_metrics" | "W&B history" | None
 
 
 def run_page(url: str, run_id: str) -> RunPage:
@@ -110,10 +116,32 @@ def run_page(url: str, run_id: str) -> RunPage:
         except TerminalError as exc:
             raise NotFoundError(str(exc)) from None
         steps = rows(con, 'SELECT * FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
+        source = "step_metrics" if steps else None
+        if not steps:
+            steps = wandb_steps(con, run_id)
+            source = "W&B history" if steps else None
         version = _run_version(con, run_id)
         return RunPage(data, steps, version, details.life(con, run_id), details.settings(con, run_id),
                        details.checkpoints(con, run_id), details.artifacts(con, run_id),
-                       round_axes(con, run_id))
+                       round_axes(con, run_id), source)
+
+
+def wandb_steps(con, run_id: str) -> list[dict]:
+    """Step metrics from the run's imported W&B history (verl's actor/* keys), as step_metrics
+    rows; [] when the run has none."""
+    import json
+
+    found = con.execute('SELECT h."step", h."row" FROM "wandb_history" AS h JOIN "runs" AS r USING ("wandb_run") '
+                        'WHERE r."run_id" = ? AND h."step" IS NOT NULL ORDER BY h."step", h."line_no"',
+                        [run_id]).fetchall()
+    steps = []
+    for step, row in found:
+        values = json.loads(row) if isinstance(row, str) else row
+        metric = {name: next((values[k] for k in keys if isinstance(values.get(k), (int, float))), None)
+                  for name, keys in WANDB_KEYS.items()}
+        if any(v is not None for v in metric.values()):
+            steps.append({"step": step, **metric})
+    return steps
 
 
 def round_axes(con, run_id: str) -> dict[int, dict]:
