@@ -36,13 +36,19 @@ def main() -> None:
             driver.get(url)
             if charts:
                 _wait_drawn(driver)
+            if name == "run_page":  # show the settings panel open
+                driver.execute_script("const d = document.getElementById('settings'); if (d) d.open = true;")
             path = Path(args.out) / f"{name}.png"
-            _full_page(driver, args.width, args.max_height)
+            _full_page(driver, args.width, CUT.get(name, args.max_height))
             driver.save_screenshot(str(path))
             print(path)
     finally:
         driver.quit()
         server.terminate()
+
+
+#: pages cut shorter than --max-height (a long table needs only its first screens)
+CUT = {"nodes_page": 1100, "node_page": 1700}
 
 
 def _pages(base: str, args) -> list[tuple[str, str, bool]]:

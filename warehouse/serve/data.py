@@ -328,6 +328,9 @@ def nodes_page(url: str, run_id: str, params) -> object:
 class RmPage:
     data: object               # warehouse.rm_report.RmRunData
     proxy_vs_final: list[dict]  # rm_proxy_vs_final rows
+    life: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    artifacts: list = field(default_factory=list)
 
 
 def is_reward_model_run(url: str, run_id: str) -> bool:
@@ -341,7 +344,10 @@ def rm_page(url: str, run_id: str) -> RmPage:
     """A reward-model run: the static report's data (rm_report) plus its proxy/final pairs."""
     from warehouse.rm_report import read_rm_run
 
+    from warehouse.serve import details
+
     with reading(url) as con:
         data = read_rm_run(con, run_id)
         pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
-    return RmPage(data, pairs)
+        return RmPage(data, pairs, details.life(con, run_id), details.settings(con, run_id),
+                      details.artifacts(con, run_id))

@@ -49,7 +49,8 @@ def settings(con, run_id: str) -> dict[str, list[dict]]:
         "run": [_setting(k, run.get(k), "run") for k in ("arm", "kind", "model", "seed", "question_id", "notes")
                 if run.get(k) is not None],
         "arm": [_setting(k, overrides[k] if k in overrides else arm.get(k), "override" if k in overrides else "arm")
-                for k in ARM_SETTINGS if k in overrides or arm.get(k) is not None],
+                for k in ARM_SETTINGS if (k in overrides or arm.get(k) is not None)
+                and not (k == "model" and run.get("model"))],  # the run's own model is under "run"
         "generation": [_setting(k, overrides[k], "run") for k in GENERATION_KEYS if k in overrides],
         "knobs": [_setting(k, v, "override") for k, v in sorted(overrides.items())
                   if k not in ARM_SETTINGS and k not in GENERATION_KEYS and k not in HIDDEN_KEYS],
@@ -84,7 +85,7 @@ def artifacts(con, run_id: str) -> list[dict]:
     reward-model run's published artifacts."""
     found = rows(con, 'SELECT \'adapter\' AS "kind", "adapter_path" AS "path", min("round") AS "first_round", '
                       'max("round") AS "last_round", NULL AS "progress", NULL AS "retained" FROM "task_rounds" '
-                      'WHERE "run_id" = ? AND "adapter_path" IS NOT NULL GROUP BY "adapter_path" ORDER BY 3', run_id)
+                      'WHERE "run_id" = ? AND coalesce("adapter_path", \'\') <> \'\' GROUP BY "adapter_path" ORDER BY 3', run_id)
     found += rows(con, 'SELECT coalesce("format", \'artifact\') AS "kind", "path", NULL AS "first_round", '
                        'NULL AS "last_round", "progress", "retained" FROM "rm_artifacts" WHERE "run_id" = ? '
                        'ORDER BY "progress", "job"', run_id)
