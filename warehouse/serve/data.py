@@ -198,6 +198,7 @@ class Series:
     values: dict[str, list]          # metric -> one value per round (None where missing)
     reading: dict | None = None      # decision rule at step k: moved, tasks, k
     axes: dict = field(default_factory=dict)  # round -> {"global", "wall"} (round_axes)
+    state: str | None = None                  # run_state.state
 
 
 @dataclass
@@ -224,6 +225,9 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
                        'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
         picked = _picked_runs(con, runs, arms)
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
+        states = dict(con.execute('SELECT "run_id", "state" FROM "run_state"').fetchall())
+        for s in series:
+            s.state = states.get(s.run_id)
         k = k if k is not None else _shared_last_round(series)
         for s in series:
             at = k if k is not None else (max(s.rounds) if s.rounds else None)
