@@ -10,8 +10,9 @@ its beats stop.
 
 Beats are best effort: each opens a write connection for one UPDATE and waits at most
 `BEAT_WAIT_S` for the lock (a reader or a round's commit may hold it); a missed beat is simply
-tried again next time, and run_state allows several to be missed. The start and the end wait as
-long as a round's commit does, since the state reads wrong without them.
+tried again next time, and run_state allows several to be missed. The start waits as briefly
+(the first beat that gets in records it); the end waits up to `END_WAIT_S`, since without it
+the run would read as lost.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from warehouse.errors import DatabaseLockedError
 
 HEARTBEAT_S = 30.0
 BEAT_WAIT_S = 2.0
-END_WAIT_S = 60.0
+END_WAIT_S = 15.0  # a locked warehouse delays the trainer's exit by at most this
 
 
 def checkpoint_settings(opts) -> dict:
@@ -62,6 +63,7 @@ class RunLife:
         self.every_s = every_s
         self.log = log
         self.run_id: str | None = None
+        self.started_at: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -71,8 +73,9 @@ class RunLife:
         if self.db_url is None or self.run_id is not None:
             return
         self.run_id = run_id
-        now = utc_now()
-        self._write(lambda con: self._insert(con, now), END_WAIT_S, "start")
+        self.started_at = utc_now()
+        # a short wait: when the warehouse is locked, the first beat that gets in records it
+        self._write(lambda con: self._insert(con, self.started_at), BEAT_WAIT_S, None)
         self._thread = threading.Thread(target=self._beat_loop, name=f"heartbeat {run_id}", daemon=True)
         self._thread.start()
 
@@ -90,10 +93,13 @@ class RunLife:
             self._thread.join(timeout=BEAT_WAIT_S + 5)
         status, reason = end_of(exc)
         now = utc_now()
-        self._write(lambda con: con.execute(
-            'UPDATE "run_lifecycle" SET "ended_at" = ?, "heartbeat_at" = ?, "end_status" = ?, '
-            '"exit_reason" = ? WHERE "run_id" = ?', [now, now, status, reason, self.run_id]),
-            END_WAIT_S, "end")
+
+        def work(con):
+            self._update(con, now)  # the row exists (recorded now if no beat got in)
+            con.execute('UPDATE "run_lifecycle" SET "ended_at" = ?, "end_status" = ?, "exit_reason" = ? '
+                        'WHERE "run_id" = ?', [now, status, reason, self.run_id])
+
+        self._write(work, END_WAIT_S, "end")
         self.run_id = None
 
     def _beat_loop(self) -> None:
@@ -111,6 +117,9 @@ class RunLife:
                     [self.run_id, self.trainer, now, now, self.every_s, socket.gethostname(), os.getpid()])
 
     def _update(self, con, now: datetime) -> None:
+        """The beat; it records the start too when the start could not get in."""
+        if not con.execute('SELECT count(*) FROM "run_lifecycle" WHERE "run_id" = ?', [self.run_id]).fetchone()[0]:
+            self._insert(con, self.started_at)
         con.execute('UPDATE "run_lifecycle" SET "heartbeat_at" = ? WHERE "run_id" = ? AND "ended_at" IS NULL',
                     [now, self.run_id])
 

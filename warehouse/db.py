@@ -84,8 +84,11 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
     while True:
         try:
             return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
-        except duckdb.IOException as exc:
-            if not _is_lock_error(exc):
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            # ConnectionException: another thread of this process holds the file open in the
+            # other mode (a trainer's heartbeat writing while its loop reads); it lets go in
+            # milliseconds, so it is waited for like another process's lock
+            if not (_is_lock_error(exc) or _is_mode_clash(exc)):
                 raise
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
@@ -93,6 +96,10 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _is_mode_clash(exc: Exception) -> bool:
+    return "different configuration" in str(exc)
 
 
 # --- DuckLake --------------------------------------------------------------------------------

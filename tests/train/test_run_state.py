@@ -59,7 +59,7 @@ def test_interrupt_is_stopped_and_a_clean_return_is_finished(db_url):
 
 def test_heartbeat_moves_and_silence_past_the_threshold_is_lost(db_url):
     life = RunLife(db_url, "train run", every_s=30)
-    life.run_id = "beating"
+    life.run_id, life.started_at = "beating", utc_now() - timedelta(hours=1)
     with connect(db_url) as con:
         life._insert(con, utc_now() - timedelta(hours=1))  # started an hour ago, last beat then
     before = state(db_url, "beating")
@@ -97,3 +97,57 @@ def test_train_run_records_its_life(db_url, model_dir, monkeypatch):
         train.run.run(RunOptions(**{**opts.__dict__, "run_id": "life_bad"}), log=lambda line: None)
     bad = state(db_url, "life_bad")
     assert (bad["state"], bad["exit_reason"]) == ("failed", "RuntimeError: the round broke")
+
+
+def test_a_read_waits_while_the_heartbeat_holds_the_file_in_this_process(db_url):
+    """DuckDB refuses a read-only connection while this process has the file open to write (and
+    the reverse); connect waits that out like another process's lock, so a beat never breaks
+    the loop's reads."""
+    import threading
+
+    from warehouse.db import connect
+    from warehouse.errors import DatabaseLockedError
+
+    released = threading.Event()
+    holding = threading.Event()
+
+    def beat_like():
+        with connect(db_url) as con:
+            con.execute("SELECT 1")
+            holding.set()
+            released.wait(10)
+
+    writer = threading.Thread(target=beat_like)
+    writer.start()
+    holding.wait(10)
+    with pytest.raises(DatabaseLockedError):
+        with connect(db_url, read_only=True, wait_s=0):
+            pass
+    threading.Timer(0.2, released.set).start()
+    with connect(db_url, read_only=True, wait_s=30) as con:  # waits for the writer to let go
+        assert con.execute("SELECT count(*) FROM run_lifecycle").fetchone() == (0,)
+    writer.join()
+
+
+def test_beats_from_the_thread_land_while_the_loop_reads(db_url):
+    """A live RunLife beating as fast as it can while this thread keeps opening read-only
+    connections: every read succeeds and the beats land."""
+    life = RunLife(db_url, "train run", every_s=0.001)
+    life.start("busy")
+    first = state(db_url, "busy")["heartbeat_at"]
+    for _ in range(40):
+        state(db_url, "busy")
+    life.end(None)
+    ended = state(db_url, "busy")
+    assert ended["state"] == "finished" and ended["heartbeat_at"] > first
+
+
+def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
+    life = RunLife(db_url, "train run", every_s=3600)
+    life.run_id, life.started_at = "late", utc_now() - timedelta(seconds=5)  # as if start() met a lock
+    assert state(db_url, "late") == {}
+    assert life.beat()
+    late = state(db_url, "late")
+    assert late["state"] == "running" and late["started_at"] == life.started_at < late["heartbeat_at"]
+    life.end(KeyboardInterrupt())
+    assert state(db_url, "late")["state"] == "stopped"
