@@ -29,9 +29,10 @@ from train.factories import (deal_over_ranks, initial_trees, load_run_policy, ma
                              make_writer, prepare_model, resume_point, round_context)
 from train.learner import make_learner, resumed_update_base, round_samples
 from train.progress import step_line
+from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
-from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
 from train.weight_sync import generation_copy, sync_generator, update_weights
+from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
 
 
 @dataclass
@@ -51,18 +52,20 @@ def run(opts: RunOptions, log=print, monitor=None) -> RunReport:
     of each generation call (train.generate.ranks) and join each GRPO step (train.distributed);
     they return an empty report."""
     from train.distributed import join_team, leave_team
+    from train.run_state import recording
 
     team = join_team(opts.device)
     try:
         opts = dataclasses.replace(opts, device=team.device)
-        return _run(opts, team, log if team.main else _quiet, monitor if team.main else None)
+        with recording(opts.db_url if team.main else None, "train run", log) as life:  # started, beats, ended
+            return _run(opts, team, log if team.main else _quiet, monitor if team.main else None, life)
     finally:
         if monitor is not None:
             monitor.close()
         leave_team(team)
 
 
-def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
+def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
     """The loop. `team.alone()` marks rank 0's own work (a failure there stops every rank);
     `team.share` hands rank 0's value to every rank."""
     from train.learn.session import after_commit
@@ -73,7 +76,7 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
     choice = choose_backend(opts.backend, opts.device, team.size)
     opts = dataclasses.replace(opts, backend=choice.name)
     arm, knobs, overrides = resolve_settings(opts)
-    overrides = {**overrides, **choice.recorded()}
+    overrides = {**overrides, **choice.recorded(), **checkpoint_settings(opts)}
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
     resume = resume_point(opts)
     with team.alone():
@@ -83,11 +86,15 @@ def _run(opts: RunOptions, team, log, monitor=None) -> RunReport:
         writer = make_writer(opts, arm, run_id, overrides, notes, resume, log) if team.main else None
         if writer is not None:
             writer.claim()  # the run row, before round 1: a second run with this id stops here
+            if life is not None:
+                life.start(run_id)
         log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
         log(f"Generation: {choice.name} {choice.version or ''} ({choice.reason})")
         prepare_model(opts, team, log)
     run_id, base = team.share((run_id, base))
     policy = load_run_policy(opts, arm, log)
+    if writer is not None:  # the token view decodes the run's tokens with this directory's tokenizer
+        writer.run.overrides = {**writer.run.overrides, "model_dir": str(policy.path.resolve())}
     generator = generation_copy(policy, opts) if team.sharded and opts.learn else policy
     learner = make_learner(policy, arm, overrides, opts, resume, team, knobs, base) if opts.learn else None
     if learner is not None and team.sharded:

@@ -84,8 +84,11 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
     while True:
         try:
             return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
-        except duckdb.IOException as exc:
-            if not _is_lock_error(exc):
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            # ConnectionException: another thread of this process holds the file open in the
+            # other mode (a trainer's heartbeat writing while its loop reads); it lets go in
+            # milliseconds, so it is waited for like another process's lock
+            if not (_is_lock_error(exc) or _is_mode_clash(exc)):
                 raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
@@ -111,6 +114,10 @@ def _file_open_error(exc: Exception, path: str) -> Exception:
                           "(sql, tables, metrics, report, serve, export).")
     return disk_error(code, "create the warehouse at", path,
                       f"Create it where you can write: --db PATH (or ${DB_ENV_VAR}).")
+
+
+def _is_mode_clash(exc: Exception) -> bool:
+    return "different configuration" in str(exc)
 
 
 # --- DuckLake --------------------------------------------------------------------------------

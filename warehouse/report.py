@@ -31,7 +31,7 @@ class RunData:
     run: dict
     task_rounds: list[dict]      # task_round_metrics rows of the run
     rounds: list[dict]           # round_metrics rows of the run
-    nodes: list[dict]            # round, task, status, reward, n_response_tokens
+    nodes: list[dict]            # round, task, node_id, status, reward, n_response_tokens
     response_cap: int | None
     tasks: list[str] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)  # step_metrics rows (trainer runs), by step
@@ -88,7 +88,7 @@ def read_run(con, run_id: str) -> RunData:
                              'ORDER BY "task", "round"', run_id)
     rounds = rows(con, 'SELECT * FROM "round_metrics" WHERE "run_id" = ? ORDER BY "round"',
                    run_id)
-    nodes = rows(con, 'SELECT "round", "task", "status", "reward", "n_response_tokens" '
+    nodes = rows(con, 'SELECT "round", "task", "node_id", "status", "reward", "n_response_tokens" '
                        'FROM "nodes" WHERE "run_id" = ? ORDER BY "round", "task"', run_id)
     steps = rows(con, 'SELECT "step", "kl", "entropy", "lr", "loss", "clip_frac", '
                        'TRY_CAST(json_extract("extra", \'$.kl_coef\') AS DOUBLE) AS "kl_coef" '

@@ -474,5 +474,20 @@ rm_eval_sections = sa.Table(
     sa.Column("source_id", sa.Integer),
 )
 
+run_lifecycle = sa.Table(
+    "run_lifecycle",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("trainer", Text, comment="train run | train rm"),
+    sa.Column("started_at", sa.DateTime, nullable=False, comment="UTC, when the trainer recorded the run"),
+    sa.Column("heartbeat_at", sa.DateTime, comment="UTC, the last beat of a live trainer"),
+    sa.Column("heartbeat_every_s", Double, comment="how often the trainer beats"),
+    sa.Column("ended_at", sa.DateTime, comment="UTC; NULL while running or when the trainer died unseen"),
+    sa.Column("end_status", Text, comment="finished | failed | stopped"),
+    sa.Column("exit_reason", Text, comment="why it ended: completed, the exception, KeyboardInterrupt"),
+    sa.Column("host", Text),
+    sa.Column("pid", sa.Integer),
+)
+
 #: Table names in dependency-free creation order (also the order `tables` lists them).
 TABLE_NAMES = [t.name for t in metadata.sorted_tables]

@@ -42,3 +42,8 @@ def test_init_twice_reapplies_the_views(db_url):
     with connect(db_url, read_only=True) as con:
         n = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0]
     assert n >= len(VIEW_FILES)
+
+
+def test_every_view_is_in_the_catalog_of_docs_bi():
+    catalog = (SQL_DIR.parent / "docs" / "bi.md").read_text()
+    assert [v for v in VIEW_FILES if f"| `{v}`" not in catalog] == []

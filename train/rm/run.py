@@ -161,16 +161,19 @@ class RMReport:
 def run_rm(opts: RMOptions, log=print) -> RMReport:
     """Train, soup, score and publish one reward-model run (see the module docstring)."""
     from train.rm.publish import Publisher
+    from train.run_state import recording
 
     clock = Clock(opts.wall_clock, opts.reserve)
     ctx = _setup(opts, log)
     publisher = Publisher.open(opts, ctx, log)
-    stop, progress, done_members, train_s = _train(opts, ctx, clock, publisher, log)
-    evaluations = _final_evaluations(opts, ctx, publisher, log)
-    publisher.finish(stop_reason=stop, steps=progress, members=done_members, train_seconds=train_s,
-                     wall_clock=opts.wall_clock, reserve=opts.reserve, total_seconds=clock.elapsed(),
-                     steps_per_member=opts.member_steps,
-                     retained=sum(a.retained for a in ctx.retention.artifacts))
+    with recording(opts.db_url, "train rm", log) as life:  # started, beats, ended (run_state)
+        life.start(ctx.run_id)
+        stop, progress, done_members, train_s = _train(opts, ctx, clock, publisher, log)
+        evaluations = _final_evaluations(opts, ctx, publisher, log)
+        publisher.finish(stop_reason=stop, steps=progress, members=done_members, train_seconds=train_s,
+                         wall_clock=opts.wall_clock, reserve=opts.reserve, total_seconds=clock.elapsed(),
+                         steps_per_member=opts.member_steps,
+                         retained=sum(a.retained for a in ctx.retention.artifacts))
     return RMReport(run_id=ctx.run_id, stop_reason=stop, steps=progress, members=done_members, train_seconds=train_s,
                     artifacts=list(ctx.retention.artifacts), evaluations=ctx.evaluations + evaluations,
                     data_errors=ctx.data_errors)

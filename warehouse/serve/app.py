@@ -36,6 +36,7 @@ def create_app(url: str, refresh_s: float = DEFAULT_REFRESH_S) -> Starlette:
     routes = [
         Route("/", pages.runs, name="runs"),
         Route("/runs/{run_id:path}/nodes/{node_id}", pages.node, name="node"),
+        Route("/runs/{run_id:path}/nodes", pages.nodes, name="nodes"),
         Route("/runs/{run_id:path}", pages.run, name="run"),
         Route("/api/runs/{run_id:path}/version", pages.version, name="version"),
         Route("/compare", pages.compare, name="compare"),
@@ -96,6 +97,9 @@ class Pages:
                                autoescape=select_autoescape(["html"]), undefined=StrictUndefined)
         self.env.filters["cell"] = cell
         self.env.filters["breakable"] = breakable
+        self.env.filters["seconds"] = seconds
+        self.env.filters["ago"] = ago
+        self.env.filters["minute"] = minute
         from warehouse.config import display_name
 
         self.env.globals["db_name"] = display_name(url)  # the file's name, or the DuckLake catalog
@@ -103,7 +107,7 @@ class Pages:
     def runs(self, request: Request) -> Response:
         q = request.query_params
         page = data.runs_page(self.url, q.get("question") or None, q.get("arm") or None,
-                              q.get("kind") or None)
+                              q.get("kind") or None, q.get("state") or None)
         return self.render(request, "runs.html", page=page)
 
     def run(self, request: Request) -> Response:
@@ -112,12 +116,13 @@ class Pages:
             return self.rm_run(request, run_id)
         page = data.run_page(self.url, run_id)
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
-                  for j, fig in enumerate(figures.task_panels(page.data, task))}
-        charts["phases"] = figures.phase_times(page.data)
-        if page.steps:
-            charts.update({f"step-{name}": fig for name, fig in zip(data.STEP_METRICS, figures.step_metrics(page.steps))})
+                  for j, fig in enumerate(figures.task_panels(page.data, task, page.axes))}
+        charts["phases"] = figures.phase_times(page.data, page.axes)
+        shown = [m for m in data.STEP_METRICS if any(s.get(m) is not None for s in page.steps)]
+        charts.update({f"step-{name}": fig for name, fig in
+                       zip(data.STEP_METRICS, figures.step_metrics(page.steps, run_id, page.axes)) if name in shown})
         return self.render(request, "run.html", page=page, charts=charts, refresh_s=self.refresh_s,
-                           step_metrics=data.STEP_METRICS)
+                           step_metrics=shown)
 
     def rm_run(self, request: Request, run_id: str) -> Response:
         page = data.rm_page(self.url, run_id)
@@ -146,9 +151,15 @@ class Pages:
 
     def node(self, request: Request) -> Response:
         rnd = request.query_params.get("round")
-        record = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
-                           int(rnd) if rnd and rnd.isdigit() else None)
-        return self.render(request, "node.html", node=record)
+        page = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
+                         int(rnd) if rnd and rnd.isdigit() else None)
+        return self.render(request, "node.html", node=page.node, family=page.family, tokens=page.tokens)
+
+    def nodes(self, request: Request) -> Response:
+        from urllib.parse import urlencode
+
+        page = data.nodes_page(self.url, request.path_params["run_id"], request.query_params)
+        return self.render(request, "nodes.html", page=page, urlencode=urlencode)
 
     def busy(self, request: Request, exc: Exception) -> Response:
         if request.url.path.startswith("/api/"):
@@ -204,3 +215,30 @@ def cell(value) -> str:
     from warehouse.formatting import format_value
 
     return format_value(value)
+
+
+def seconds(value) -> str:
+    """A duration with its unit: 0.042 s, 3.1 s, 4 min 12 s, 2 h 05 min; NULL when absent."""
+    if value is None:
+        return "NULL"
+    value = float(value)
+    if value < 60:
+        return f"{value:.3g} s"
+    if value < 3600:
+        return f"{int(value // 60)} min {int(value % 60):02d} s"
+    return f"{int(value // 3600)} h {int(value % 3600 // 60):02d} min"
+
+
+def ago(value) -> str:
+    """How long before now (UTC) a naive-UTC timestamp was: "5 s ago", "3 h 02 min ago"."""
+    from datetime import datetime, timezone
+
+    if value is None or not hasattr(value, "year"):
+        return ""
+    delta = (datetime.now(timezone.utc).replace(tzinfo=None) - value).total_seconds()
+    return f"{seconds(max(delta, 0))} ago" if delta < 86400 * 2 else f"{int(delta // 86400)} days ago"
+
+
+def minute(value) -> str:
+    """A timestamp to the minute (the runs table's compact form; the tooltip has the rest)."""
+    return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else "–"

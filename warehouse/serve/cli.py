@@ -15,12 +15,15 @@ import click
 def serve(obj: dict, host: str, port: int, refresh_s: float) -> None:
     """Serve a read-only dashboard of the warehouse in the browser, fully offline.
 
-    Pages: Runs (filter by question, arm, kind), a run's charts per task with its step
-    metrics and phase times (redrawn while the run is written), Compare (runs or arms per
-    round, with the decision rule at step k), Quality (invariant violations, with each
-    node's plan, code, output and prompt). On the file every request opens the warehouse
-    read-only and closes it, so `train run` and `warehouse ingest` can write meanwhile; on
-    DuckLake the lake is attached once and each request reads the newest snapshot.
+    Pages: Runs (state, last activity; sort, search, pick columns, filter by question, arm,
+    kind, state), a run's settings, checkpoints and charts per task with its step metrics and
+    phase times (smoothing, log y, x as round, global step or wall time; redrawn while the run
+    is written), the rollout browser (a run's nodes by task, round, status, reward) and each
+    node's tree and response token by token, Compare (runs or arms per round, with the
+    decision rule at step k), Quality (invariant violations). docs/dashboard.md describes
+    them. On the file every request opens the warehouse read-only and closes it, so `train
+    run` and `warehouse ingest` can write meanwhile; on DuckLake the lake is attached once and
+    each request reads the newest snapshot.
     """
     from warehouse.serve.server import serve as run_server
 

@@ -20,7 +20,12 @@ BUSY_WAIT_S = 3.0
 COMPARE_METRICS = ("valid_reward_mean", "valid_rate", "reward_best", "mean_response_tokens",
                    "resp_clip_rate")
 #: The step metrics of the run page (step_metrics columns).
-STEP_METRICS = ("loss", "kl", "entropy", "lr", "clip_frac")
+STEP_METRICS = ("loss", "kl", "entropy", "lr", "clip_frac", "grad_norm")
+#: step_metrics column -> the W&B history keys (verl's names) that stand for it on a run
+#: that has no step_metrics rows but an imported W&B history
+WANDB_KEYS = {"loss": ("actor/pg_loss", "loss"), "kl": ("actor/kl_loss", "kl"),
+              "entropy": ("actor/entropy_loss", "actor/entropy", "entropy"), "lr": ("actor/lr", "lr"),
+              "clip_frac": ("actor/pg_clipfrac", "clip_frac"), "grad_norm": ("actor/grad_norm", "grad_norm")}
 
 
 class NotFoundError(TerminalError):
@@ -50,44 +55,50 @@ def reading(url: str):
 # --- runs ----------------------------------------------------------------------------------
 
 RUNS_SQL = '''
-SELECT m."run_id", r."kind", r."arm", r."question_id",
+SELECT m."run_id", st."state", st."exit_reason", r."kind", r."arm", r."question_id",
        r."resumed_from_run", r."resumed_from_step",
        m."rounds", m."steps_logged" AS "steps", m."nodes",
-       (SELECT max(s."ingested_at") FROM "sources" AS s WHERE s."run_id" = m."run_id") AS "last_update"
+       st."started_at", st."last_activity_at"
 FROM "run_metrics" AS m
 LEFT JOIN "runs" AS r USING ("run_id")
+LEFT JOIN "run_state" AS st USING ("run_id")
 WHERE (CAST(? AS VARCHAR) IS NULL OR r."question_id" = ?)
   AND (CAST(? AS VARCHAR) IS NULL OR r."arm" = ?)
   AND (CAST(? AS VARCHAR) IS NULL OR r."kind" = ?)
-ORDER BY "last_update" DESC NULLS LAST, m."run_id"
+  AND (CAST(? AS VARCHAR) IS NULL OR st."state" = ?)
+ORDER BY coalesce(st."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
 '''
+#: the run states of run_state, in the order the runs page offers them
+STATES = ("running", "finished", "failed", "stopped", "lost", "imported")
 
 
 @dataclass
 class RunsPage:
     runs: list[dict]
     statuses: list[str]              # every status seen, the status-count columns
-    choices: dict[str, list[str]]    # filter -> its values (question, arm, kind)
+    choices: dict[str, list[str]]    # filter -> its values (question, arm, kind, state)
     filters: dict[str, str | None] = field(default_factory=dict)
 
 
 def runs_page(url: str, question: str | None = None, arm: str | None = None,
-              kind: str | None = None) -> RunsPage:
-    """Every run (filtered), with lineage, rounds, steps, status counts and last update."""
+              kind: str | None = None, state: str | None = None) -> RunsPage:
+    """Every run (filtered), with its state, lineage, rounds, steps, status counts and its own
+    last activity (run_state.last_activity_at: a beat, its end or its newest file)."""
     with reading(url) as con:
-        runs = rows(con, RUNS_SQL, question, question, arm, arm, kind, kind)
+        runs = rows(con, RUNS_SQL, question, question, arm, arm, kind, kind, state, state)
         counts = rows(con, 'SELECT "run_id", coalesce("status", \'NULL\') AS "status", "n" '
                            'FROM "run_status_counts"')
         choices = {name: [r[0] for r in con.execute(
             f'SELECT DISTINCT "{column}" FROM "runs" WHERE "{column}" IS NOT NULL ORDER BY 1').fetchall()]
             for name, column in (("question", "question_id"), ("arm", "arm"), ("kind", "kind"))}
+    choices["state"] = list(STATES)
     by_run: dict[str, dict] = {}
     for c in counts:
         by_run.setdefault(c["run_id"], {})[c["status"]] = c["n"]
     statuses = sorted({c["status"] for c in counts}, key=lambda s: (s != "ok", s))
     for run in runs:
         run["status_counts"] = by_run.get(run["run_id"], {})
-    return RunsPage(runs, statuses, choices, {"question": question, "arm": arm, "kind": kind})
+    return RunsPage(runs, statuses, choices, {"question": question, "arm": arm, "kind": kind, "state": state})
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -97,17 +108,76 @@ class RunPage:
     data: RunData
     steps: list[dict]      # step_metrics rows
     version: str           # changes whenever a round, step or timing row lands
+    life: dict = field(default_factory=dict)         # run_state row
+    settings: dict = field(default_factory=dict)     # group -> [{key, value, source}]
+    checkpoints: list = field(default_factory=list)
+    artifacts: list = field(default_factory=list)
+    axes: dict = field(default_factory=dict)         # round -> {"global": step, "wall": time}
+    step_source: str | None = None                   # "step_metrics" | "W&B history" | None
 
 
 def run_page(url: str, run_id: str) -> RunPage:
+    from warehouse.serve import details
+
     with reading(url) as con:
         try:
             data = read_run(con, run_id)
         except TerminalError as exc:
             raise NotFoundError(str(exc)) from None
         steps = rows(con, 'SELECT * FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
+        source = "step_metrics" if steps else None
+        if not steps:
+            steps = wandb_steps(con, run_id)
+            source = "W&B history" if steps else None
         version = _run_version(con, run_id)
-    return RunPage(data, steps, version)
+        return RunPage(data, steps, version, details.life(con, run_id), details.settings(con, run_id),
+                       details.checkpoints(con, run_id), details.artifacts(con, run_id),
+                       round_axes(con, run_id), source)
+
+
+def wandb_steps(con, run_id: str) -> list[dict]:
+    """Step metrics from the run's imported W&B history (verl's actor/* keys), as step_metrics
+    rows; [] when the run has none."""
+    import json
+
+    found = con.execute('SELECT h."step", h."row" FROM "wandb_history" AS h JOIN "runs" AS r USING ("wandb_run") '
+                        'WHERE r."run_id" = ? AND h."step" IS NOT NULL ORDER BY h."step", h."line_no"',
+                        [run_id]).fetchall()
+    steps = []
+    for step, row in found:
+        values = json.loads(row) if isinstance(row, str) else row
+        metric = {name: next((values[k] for k in keys if isinstance(values.get(k), (int, float))), None)
+                  for name, keys in WANDB_KEYS.items()}
+        if any(v is not None for v in metric.values()):
+            steps.append({"step": step, **metric})
+    return steps
+
+
+def round_axes(con, run_id: str) -> dict[int, dict]:
+    """Per round of the run, its x on the other axes: `global`, the step counted from the
+    lineage root (a resumed run that restarts its rounds at 1 continues its parent's count;
+    one that kept counting is unchanged), and `wall`, when the round was written (its newest
+    file's mtime, or the trainer's commit time)."""
+    offset = lineage_offset(con, run_id)
+    found = con.execute('''
+        SELECT "round", max(coalesce(make_timestamp("mtime_ns" // 1000),
+                                     CASE WHEN "path" LIKE 'train://%' THEN "ingested_at" END))
+        FROM "sources" WHERE "run_id" = ? AND "round" IS NOT NULL GROUP BY "round"''', [run_id]).fetchall()
+    wall = dict(found)
+    rounds = {r for (r,) in con.execute('SELECT DISTINCT "round" FROM "task_rounds" WHERE "run_id" = ? '
+                                        'UNION SELECT DISTINCT "step" FROM "steps" WHERE "run_id" = ?',
+                                        [run_id, run_id]).fetchall()} | set(wall)
+    return {r: {"global": r + offset, "wall": wall.get(r)} for r in sorted(rounds)}
+
+
+def lineage_offset(con, run_id: str, seen: frozenset = frozenset()) -> int:
+    row = con.execute('SELECT "resumed_from_run", "resumed_from_step", (SELECT min("round") FROM "task_rounds" '
+                      'AS t WHERE t."run_id" = r."run_id") FROM "runs" AS r WHERE "run_id" = ?', [run_id]).fetchone()
+    if not row or row[0] is None or row[0] in seen:
+        return 0
+    parent, step, first = row
+    restarts = step is not None and first is not None and first <= step
+    return lineage_offset(con, parent, seen | {run_id}) + (step if restarts else 0)
 
 
 def run_version(url: str, run_id: str) -> str:
@@ -130,7 +200,8 @@ def _run_version(con, run_id: str) -> str:
         '(SELECT max("round") FROM "nodes" WHERE "run_id" = ?), '
         '(SELECT count(*) FROM "steps" WHERE "run_id" = ?), '
         '(SELECT count(*) FROM "step_metrics" WHERE "run_id" = ?), '
-        '(SELECT count(*) FROM "task_rounds" WHERE "run_id" = ?)', [run_id] * 5).fetchone()
+        '(SELECT count(*) FROM "task_rounds" WHERE "run_id" = ?), '
+        '(SELECT max("end_status") FROM "run_lifecycle" WHERE "run_id" = ?)', [run_id] * 6).fetchone()
     return "-".join("" if v is None else str(v) for v in row)
 
 
@@ -143,6 +214,8 @@ class Series:
     rounds: list[int]
     values: dict[str, list]          # metric -> one value per round (None where missing)
     reading: dict | None = None      # decision rule at step k: moved, tasks, k
+    axes: dict = field(default_factory=dict)  # round -> {"global", "wall"} (round_axes)
+    state: str | None = None                  # run_state.state
 
 
 @dataclass
@@ -169,6 +242,9 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
                        'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
         picked = _picked_runs(con, runs, arms)
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
+        states = dict(con.execute('SELECT "run_id", "state" FROM "run_state"').fetchall())
+        for s in series:
+            s.state = states.get(s.run_id)
         k = k if k is not None else _shared_last_round(series)
         for s in series:
             at = k if k is not None else (max(s.rounds) if s.rounds else None)
@@ -192,7 +268,7 @@ def _series(con, run_id: str, arm: str | None, task: str | None) -> Series:
                       'AND (CAST(? AS VARCHAR) IS NULL OR "task" = ?) GROUP BY "round" ORDER BY "round"',
                  run_id, task, task)
     return Series(run_id, arm, [r["round"] for r in found],
-                  {m: [r[m] for r in found] for m in COMPARE_METRICS})
+                  {m: [r[m] for r in found] for m in COMPARE_METRICS}, axes=round_axes(con, run_id))
 
 
 def _shared_last_round(series: list[Series]) -> int | None:
@@ -219,8 +295,11 @@ def violations(url: str) -> list[dict]:
 NODE_SQL = '''
 SELECT n."run_id", n."round", n."task", n."node_id", n."mode", n."status", n."reward",
        n."parent_id", n."sibling_group", n."exc_type", n."exec_time", n."test_metric",
-       n."n_response_tokens", n."plan", n."term_tail",
-       p."code", p."prompt_messages", p."raw_completion", p."thinking"
+       n."n_response_tokens", n."plan", n."term_tail", n."source_id", n."line_no", n."depth",
+       n."exec_pending_s", n."exec_stage_s", n."exec_exec_s", n."exec_retrieve_s", n."returncode",
+       n."mem_peak_gi", n."gpu_util", n."source",
+       p."code", p."prompt_messages", p."raw_completion", p."thinking",
+       p."response_token_ids", p."response_logprobs"
 FROM "nodes" AS n
 LEFT JOIN "node_payloads" AS p USING ("source_id", "line_no")
 WHERE n."run_id" = ? AND n."node_id" = ?
@@ -230,18 +309,38 @@ LIMIT 1
 '''
 
 
-def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> dict:
-    """One node with its payload (plan, code, term_tail, the prompt messages)."""
-    import json
+@dataclass
+class NodePage:
+    node: dict
+    family: dict           # parent, siblings, children, group (rollouts.family)
+    tokens: object         # rollouts.Tokens
+
+
+def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> NodePage:
+    """One node with its payload (plan, code, term_tail, the prompt messages), its family and
+    its response token by token."""
+    from warehouse.serve import rollouts
 
     with reading(url) as con:
         found = rows(con, NODE_SQL, run_id, node_id, round_no, round_no)
-    if not found:
-        raise NotFoundError(f"no node {node_id!r} in run {run_id!r}")
-    record = found[0]
-    messages = record["prompt_messages"]
-    record["prompt_messages"] = json.loads(messages) if isinstance(messages, str) else messages
-    return record
+        if not found:
+            raise NotFoundError(f"no node {node_id!r} in run {run_id!r}")
+        record = found[0]
+        family = rollouts.family(con, record)
+        run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
+    record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
+    return NodePage(record, family, rollouts.tokens(record, run))
+
+
+def nodes_page(url: str, run_id: str, params) -> object:
+    """The rollout browser: the run's nodes filtered by task, round, status, mode, group,
+    reward and length (rollouts.NodeQuery), a page at a time."""
+    from warehouse.serve import rollouts
+
+    with reading(url) as con:
+        if not con.execute('SELECT 1 FROM "run_metrics" WHERE "run_id" = ?', [run_id]).fetchone():
+            raise NotFoundError(f"no run {run_id!r} in the warehouse")
+        return rollouts.node_list(con, run_id, rollouts.NodeQuery.from_params(params))
 
 
 # --- reward-model runs ----------------------------------------------------------------------
@@ -250,6 +349,9 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> di
 class RmPage:
     data: object               # warehouse.rm_report.RmRunData
     proxy_vs_final: list[dict]  # rm_proxy_vs_final rows
+    life: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    artifacts: list = field(default_factory=list)
 
 
 def is_reward_model_run(url: str, run_id: str) -> bool:
@@ -263,7 +365,10 @@ def rm_page(url: str, run_id: str) -> RmPage:
     """A reward-model run: the static report's data (rm_report) plus its proxy/final pairs."""
     from warehouse.rm_report import read_rm_run
 
+    from warehouse.serve import details
+
     with reading(url) as con:
         data = read_rm_run(con, run_id)
         pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
-    return RmPage(data, pairs)
+        return RmPage(data, pairs, details.life(con, run_id), details.settings(con, run_id),
+                      details.artifacts(con, run_id))

@@ -10,53 +10,79 @@ from __future__ import annotations
 from warehouse.report import PHASES, RunData
 from warehouse.serve.data import COMPARE_METRICS, STEP_METRICS, ComparePage
 
-RATES = (("valid_rate", "valid"), ("crash_rate", "crashed"), ("no_code_rate", "no_code"),
-         ("timeout_rate", "timeout"))
 REWARDS = ("valid_reward_mean", "draft_reward_mean", "reward_best", "reward_node_mean")
+#: a colour per node status, the same in every chart (the rest take Plotly's palette)
+STATUS_COLOURS = {"ok": "#2ca02c", "crashed": "#d62728", "timeout": "#ff7f0e", "no_code": "#9467bd",
+                  "idle": "#7f7f7f", "infra": "#8c564b", "NULL": "#bbbbbb"}
 
 
-def task_panels(data: RunData, task: str) -> list[dict]:
-    """The five per-task panels, in the report's order."""
+def task_panels(data: RunData, task: str, axes: dict | None = None) -> list[dict]:
+    """The five per-task panels, in the report's order. `axes`: round -> its other x values
+    (data.round_axes), so the page can redraw against global step or wall time; a point
+    clicked opens the nodes behind it (the rollout browser, or the node itself)."""
     metrics = [r for r in data.task_rounds if r["task"] == task]
     nodes = [n for n in data.nodes if n["task"] == task]
     rounds = [m["round"] for m in metrics]
+    link = {"url": f"/runs/{quote(data.run_id)}/nodes", "params": {"task": task}}
+    rewarded = [n for n in nodes if n["reward"] is not None]
+    box = {"type": "box", "x": [n["round"] for n in rewarded], "y": [n["reward"] for n in rewarded],
+           "boxpoints": "all", "jitter": 0.4, "pointpos": 0, "name": "reward",
+           "customdata": [[n["node_id"], n["round"]] for n in rewarded],
+           "hovertemplate": "round %{customdata[1]}<br>reward %{y}<br>node %{customdata[0]}<extra></extra>"}
     return [
-        _figure("reward distribution per round", "round", "reward", [{
-            "type": "box", "x": [n["round"] for n in nodes if n["reward"] is not None],
-            "y": [n["reward"] for n in nodes if n["reward"] is not None],
-            "boxpoints": "all", "jitter": 0.4, "pointpos": 0, "name": "reward"}], rounds),
-        _figure("status rates per round", "round", "fraction of nodes",
-                [_line(rounds, [m[c] for m in metrics], label) for c, label in RATES], rounds,
-                yrange=[-0.05, 1.05]),
+        _figure("reward distribution per round (click a point: its node)", "round", "reward",
+                [_on_axes(box, axes, link)], rounds),
+        _status_shares(nodes, axes, link),
         _figure("groups_with_signal_rate", "round", "groups with reward spread",
-                [{"type": "bar", "x": rounds, "y": [m["groups_with_signal_rate"] for m in metrics],
-                  "name": "groups_with_signal_rate", "marker": {"color": "#2ca02c"}}], rounds,
-                yrange=[0, 1.05]),
-        _response_lengths(nodes, data.response_cap),
+                [_on_axes({"type": "bar", "x": rounds, "y": [m["groups_with_signal_rate"] for m in metrics],
+                           "name": "groups_with_signal_rate", "marker": {"color": "#2ca02c"}}, axes, link)],
+                rounds, yrange=[0, 1.05]),
+        _response_lengths(nodes, data.response_cap, link),
         _figure("rewards per round", "round", "reward",
-                [_line(rounds, [m[c] for m in metrics], c) for c in REWARDS], rounds),
+                [_on_axes(_line(rounds, [m[c] for m in metrics], c), axes, link) for c in REWARDS], rounds,
+                smooth=True),
     ]
 
 
-def phase_times(data: RunData) -> dict:
-    """Stacked seconds per phase of each logged step."""
-    logged = [r for r in data.rounds if r["total_s"] is not None]
-    steps = [r["round"] for r in logged]
-    traces = [{"type": "bar", "x": steps, "y": [r[f"{p}_s"] or 0.0 for r in logged], "name": p}
-              for p in PHASES if any(r[f"{p}_s"] for r in logged)]
-    title = "step phase times" if logged else "step phase times (no timing rows yet)"
-    fig = _figure(title, "step (= round)", "seconds", traces, steps)
+def _status_shares(nodes: list[dict], axes: dict | None, link: dict) -> dict:
+    """Each round's nodes by status, stacked: every status the round has (NULL included), so
+    the bars sum to 1."""
+    rounds = sorted({n["round"] for n in nodes})
+    per_round = {r: [n for n in nodes if n["round"] == r] for r in rounds}
+    statuses = sorted({n["status"] or "NULL" for n in nodes}, key=lambda s: (s != "ok", s))
+    traces = []
+    for status in statuses:
+        y = [sum((n["status"] or "NULL") == status for n in per_round[r]) / len(per_round[r]) for r in rounds]
+        trace = {"type": "bar", "x": rounds, "y": y, "name": status,
+                 "marker": {"color": STATUS_COLOURS.get(status)} if status in STATUS_COLOURS else {}}
+        traces.append(_on_axes(trace, axes, {**link, "params": {**link["params"], "status": status}}))
+    fig = _figure("node status shares per round", "round", "fraction of nodes", traces, rounds, yrange=[0, 1.0])
     fig["layout"]["barmode"] = "stack"
     return fig
 
 
-def step_metrics(steps: list[dict]) -> list[dict]:
+def phase_times(data: RunData, axes: dict | None = None) -> dict:
+    """Stacked seconds per phase of each logged step."""
+    logged = [r for r in data.rounds if r["total_s"] is not None]
+    steps = [r["round"] for r in logged]
+    link = {"url": f"/runs/{quote(data.run_id)}/nodes", "params": {}}
+    traces = [_on_axes({"type": "bar", "x": steps, "y": [r[f"{p}_s"] or 0.0 for r in logged], "name": p},
+                       axes, link)
+              for p in PHASES if any(r[f"{p}_s"] for r in logged)]
+    fig = _figure("step phase times", "step (= round)", "seconds", traces, steps, loggable=True)
+    fig["layout"]["barmode"] = "stack"
+    return fig
+
+
+def step_metrics(steps: list[dict], run_id: str = "", axes: dict | None = None) -> list[dict]:
     """One small chart per step metric (loss, KL, entropy, learning rate, clip fraction)."""
     x = [s["step"] for s in steps]
+    link = {"url": f"/runs/{quote(run_id)}/nodes", "params": {}}
     figures = []
     for name in STEP_METRICS:
         y = [s[name] for s in steps]
-        figures.append(_figure(name, "step", name, [_line(x, y, name)], x, legend=False, yrange=_flat_range(y)))
+        figures.append(_figure(name, "step", name, [_on_axes(_line(x, y, name), axes, link)], x, legend=False,
+                               yrange=_flat_range(y), smooth=True, loggable=True))
     return figures
 
 
@@ -82,18 +108,21 @@ def compare(page: ComparePage) -> dict:
               "hovermode": "x unified",
               "xaxis": {"title": {"text": "round"}, "anchor": f"y{n}",
                         **({"tickmode": "linear", "dtick": 1} if len(rounds) <= 20 else {"tickformat": "d"}),
-                        **({"range": [min(rounds) - 0.3, max(rounds) + 0.3]} if rounds else {})}}
+                        **({"range": [min(rounds) - 0.3, max(rounds) + 0.3]} if rounds else {})},
+              "meta": {"smooth": True, "loggable": True, "panels": n}}
     traces = []
     for i, metric in enumerate(COMPARE_METRICS, start=1):
         top = 1 - (i - 1) * (height + gap)
         layout["yaxis" if i == 1 else f"yaxis{i}"] = {"title": {"text": metric, "font": {"size": 11}},
-                                                      "domain": [top - height, top], "anchor": "x"}
+                                                      "domain": [top - height, top], "anchor": "x",
+                                                      "exponentformat": "e"}
         for colour, s in enumerate(page.series):
             trace = _line(s.rounds, s.values[metric], _label(s), group=s.run_id)
             trace.update({"yaxis": "y" if i == 1 else f"y{i}", "showlegend": i == 1,
                           "line": {"color": PALETTE[colour % len(PALETTE)]},
                           "marker": {"color": PALETTE[colour % len(PALETTE)]}})
-            traces.append(trace)
+            link = {"url": f"/runs/{quote(s.run_id)}/nodes", "params": {"task": page.task} if page.task else {}}
+            traces.append(_on_axes(trace, s.axes, link))
     return {"data": traces, "layout": layout}
 
 
@@ -105,17 +134,40 @@ def _label(series) -> str:
     return f"{series.run_id} ({series.arm})" if series.arm else series.run_id
 
 
-def _response_lengths(nodes: list[dict], cap: int | None) -> dict:
+def _response_lengths(nodes: list[dict], cap: int | None, link: dict) -> dict:
     lengths = [n["n_response_tokens"] for n in nodes if n["n_response_tokens"] is not None]
     title = "response length vs cap" if cap is not None else "response length (arm cap unknown)"
-    fig = _figure(title, "len(response_token_ids)", "nodes",
-                  [{"type": "histogram", "x": lengths, "nbinsx": 30, "name": "nodes"}])
-    if cap is not None:
+    trace = {"type": "histogram", "x": lengths, "nbinsx": 30, "name": "nodes",
+             "meta": {"link": link, "bins": "tokens"}}
+    fig = _figure(title, "len(response_token_ids)", "nodes", [trace])
+    if cap is not None and lengths:
         fig["layout"]["shapes"] = [{"type": "line", "x0": cap, "x1": cap, "y0": 0, "y1": 1,
                                     "yref": "paper", "line": {"color": "#d62728", "dash": "dash"}}]
         fig["layout"]["annotations"] = [{"x": cap, "y": 1, "yref": "paper", "text": f"cap {cap}",
                                          "showarrow": False, "xanchor": "right", "yanchor": "top"}]
     return fig
+
+
+def _on_axes(trace: dict, axes: dict | None, link: dict | None = None) -> dict:
+    """The trace's x (rounds) also as global step and wall time (trace.meta.xs, which app.js
+    swaps in), each point carrying its round (customdata) so a click finds its nodes."""
+    rounds = trace["x"]
+    if "customdata" not in trace:
+        trace["customdata"] = list(rounds)
+    meta = trace.setdefault("meta", {})
+    if link:
+        meta["link"] = link
+    if axes:
+        meta["xs"] = {"round": list(rounds),
+                      "global": [axes.get(r, {}).get("global", r) for r in rounds],
+                      "wall": [axes.get(r, {}).get("wall") for r in rounds]}
+    return trace
+
+
+def quote(text: str) -> str:
+    from urllib.parse import quote as url_quote
+
+    return url_quote(text, safe="")
 
 
 def _line(x: list, y: list, name: str, group: str | None = None) -> dict:
@@ -125,20 +177,39 @@ def _line(x: list, y: list, name: str, group: str | None = None) -> dict:
     return trace
 
 
+def _has_points(trace: dict) -> bool:
+    values = trace.get("y") if trace.get("type") != "histogram" else trace.get("x")
+    return any(v is not None for v in values or [])
+
+
 def _figure(title: str, xlabel: str, ylabel: str, traces: list[dict], ticks: list | None = None,
-            yrange: list | None = None, legend: bool = True) -> dict:
-    xaxis = {"title": {"text": xlabel}}
-    if ticks is not None:
+            yrange: list | None = None, legend: bool = True, smooth: bool = False,
+            loggable: bool = False) -> dict:
+    """A panel. Series with no value at all are left out (a legend entry with no line); a
+    panel with nothing to draw says so instead of drawing empty axes. The title is drawn by
+    app.js above the plot, clear of Plotly's mode bar; y ticks are plain exponents (4e-4, not
+    SI's "400μ")."""
+    traces = [t for t in traces if _has_points(t)]
+    xaxis = {"title": {"text": xlabel}, "exponentformat": "e"}
+    if ticks and traces:
         xaxis.update({"tickmode": "linear", "dtick": 1} if len(set(ticks)) <= 20 else {"tickformat": "d"})
-    yaxis = {"title": {"text": ylabel}}
+    yaxis = {"title": {"text": ylabel}, "exponentformat": "e"}
     if yrange:
         yaxis["range"] = yrange
-    # the title sits left, clear of the mode bar (zoom, pan, PNG) at the top right
-    layout = {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
-              "xaxis": xaxis, "yaxis": yaxis,
-              "margin": {"l": 55, "r": 10, "t": 40, "b": 45}, "height": 300,
-              "showlegend": legend and len(traces) > 1, "legend": {"font": {"size": 10}}}
+    layout = {"title": {"text": title}, "xaxis": xaxis, "yaxis": yaxis,
+              # the top margin holds Plotly's mode bar, so it never covers the plot or its legend
+              "margin": {"l": 55, "r": 10, "t": 28, "b": 45}, "height": 290,
+              "showlegend": legend and len(traces) > 1, "legend": {"font": {"size": 10}},
+              "meta": {"smooth": smooth, "loggable": loggable}}
+    if not traces:
+        layout.update(_EMPTY)
+        layout["meta"]["empty"] = True
     return {"data": traces, "layout": layout}
+
+
+_EMPTY = {"xaxis": {"visible": False}, "yaxis": {"visible": False},
+          "annotations": [{"text": "no rows yet", "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                           "showarrow": False, "font": {"size": 14, "color": "#888"}}]}
 
 
 # --- reward-model runs ----------------------------------------------------------------------

@@ -97,6 +97,8 @@ def test_a_soup_of_two_members_exports_loads_and_scores(tiny_base, small_eval, t
 
     with connect(db_url, read_only=True) as con:  # the best official final against the reference, one query
         best = con.execute('SELECT "progress", "score", "reference_score" FROM "rm_best_final"').fetchall()
+        life = con.execute('SELECT "state", "trainer" FROM "run_state" WHERE "run_id" = ?', [report.run_id]).fetchone()
+    assert life == ("finished", "train rm")  # the trainer recorded its start and end
     top = max(e["score"] for e in finals)
     assert len(best) == 1 and best[0][1:] == (pytest.approx(top), 74.568936)
     assert best[0][0] in [e["progress"] for e in finals if e["score"] == top]

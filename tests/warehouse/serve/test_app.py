@@ -39,8 +39,8 @@ def test_runs_page_lists_every_run_with_status_counts(client, demo_url):
     assert html.count('<input type="checkbox" name="run"') == len(runs) > 3
     assert all(f'value="{r}"' in html for r in runs)
     ok = sql(demo_url, 'SELECT "run_id", "n" FROM "run_status_counts" WHERE "status" = \'ok\' ORDER BY "n" DESC')[0]
-    row = re.search(rf'<tr>\s*<td><input[^>]+value="{re.escape(ok[0])}".*?</tr>', html, re.S).group(0)
-    assert f"<td>{ok[1]}</td>" in row
+    row = re.search(rf'<tr data-run="{re.escape(ok[0])}".*?</tr>', html, re.S).group(0)
+    assert f'data-col="status-ok" data-value="{ok[1]}">{ok[1]}</td>' in row
 
 
 def test_runs_page_filters_by_arm_and_kind(client, demo_url):
@@ -62,12 +62,29 @@ def test_run_page_has_five_panels_per_task_the_phases_and_step_metrics(client, d
     assert "phases" in charts
     steps = sql(demo_url, 'SELECT count(*) FROM "step_metrics" WHERE "run_id" = ?', run_id)[0][0]
     assert ({"step-loss", "step-kl", "step-entropy", "step-lr", "step-clip_frac"} <= set(charts)) == (steps > 0)
+
     rounds = sorted({r for (r,) in sql(demo_url, 'SELECT "round" FROM "task_round_metrics" WHERE "run_id" = ?', run_id)})
-    first_task_rates = charts["task-0-1"]["data"]
-    assert [t["name"] for t in first_task_rates] == ["valid", "crashed", "no_code", "timeout"]
-    assert sorted(set(first_task_rates[0]["x"])) == sorted(
-        {r for (r,) in sql(demo_url, 'SELECT "round" FROM "task_round_metrics" WHERE "run_id" = ? AND "task" = ?',
-                           run_id, sorted(tasks)[0])}) and set(first_task_rates[0]["x"]) <= set(rounds)
+    shares = charts["task-0-1"]["data"]  # every status of the task's nodes, stacked: each round sums to 1
+    statuses = sql(demo_url, 'SELECT DISTINCT coalesce("status", \'NULL\') FROM "nodes" WHERE "run_id" = ? '
+                             'AND "task" = ?', run_id, sorted(tasks)[0])
+    assert sorted(t["name"] for t in shares) == sorted(s for (s,) in statuses)
+    for i, _ in enumerate(shares[0]["x"]):
+        assert sum(t["y"][i] for t in shares) == pytest.approx(1.0)
+    assert set(shares[0]["x"]) <= set(rounds)
+
+
+def test_a_run_with_only_a_wandb_history_draws_its_step_metrics_from_it(client, demo_url):
+    run_id, n = sql(demo_url, 'SELECT r."run_id", count(*) FROM "runs" r JOIN "wandb_history" h USING ("wandb_run") '
+                              'GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1')[0]
+    assert sql(demo_url, 'SELECT count(*) FROM "step_metrics" WHERE "run_id" = ?', run_id)[0][0] == 0
+    html = client.get(f"/runs/{run_id}").text
+    charts = charts_of(html)
+    kl = [json.loads(r)["actor/kl_loss"] for (r,) in sql(
+        demo_url, 'SELECT h."row" FROM "wandb_history" h JOIN "runs" r USING ("wandb_run") WHERE r."run_id" = ? '
+                  'ORDER BY h."step"', run_id)]
+    assert charts["step-kl"]["data"][0]["y"] == pytest.approx(kl) and len(kl) == n
+    assert 'id="step-source"' in html and 'id="no-step-metrics"' not in html
+    assert "step-loss" not in charts  # no loss in that history: no empty panel
 
 
 def test_unknown_run_and_node_are_404_pages(client):

@@ -105,6 +105,119 @@ def test_runs_page(browser, server, demo_url, shots):
     errors = load(browser, server + "/", shots, "runs", charts=False)
     assert errors == []
     assert rows(browser, "runs-table") == sql(demo_url, 'SELECT count(*) FROM "run_metrics"')[0][0]
+    # it fits the 1,400 px window: no horizontal scroll of the page or of the table
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400
+    assert browser.execute_script("const w = document.querySelector('.table-wrap'); return w.scrollWidth <= w.clientWidth")
+
+
+def column(browser, col: str) -> list[str]:
+    return browser.execute_script(f"""return Array.from(document.querySelectorAll('#runs-table tbody tr'))
+        .filter((r) => !r.hidden).map((r) => r.querySelector('[data-col="{col}"]').dataset.value
+                                              ?? r.querySelector('[data-col="{col}"]').textContent.trim());""")
+
+
+def test_runs_page_sorts_searches_picks_columns_and_badges_states(browser, server, demo_url, shots):
+    load(browser, server + "/", shots, "runs_sorted", charts=False)
+    header = browser.find_element("css selector", '#runs-table th[data-col="nodes"]')
+    header.click()  # descending first
+    by_nodes = sql(demo_url, 'SELECT coalesce("nodes", 0) FROM "run_metrics" ORDER BY 1 DESC')
+    assert [int(v) for v in column(browser, "nodes")] == [n for (n,) in by_nodes]
+    header.click()
+    assert [int(v) for v in column(browser, "nodes")] == [n for (n,) in reversed(by_nodes)]
+    browser.find_element("css selector", '#runs-table th[data-col="run"]').click()
+    assert column(browser, "run") == sorted(column(browser, "run"), reverse=True)
+    # state: each row's badge is run_state's state; the lost run carries the lost badge
+    states = dict(sql(demo_url, 'SELECT "run_id", "state" FROM "run_state"'))
+    shown = browser.execute_script("""return Object.fromEntries(Array.from(document.querySelectorAll('#runs-table tbody tr'))
+        .map((r) => [r.dataset.run, (r.querySelector('.badge') || {}).textContent || null]));""")
+    assert {r: s for r, s in shown.items() if s} == {r: states[r] for r in shown if r in states}
+    assert "lost" in shown.values()
+    # search: rows whose text holds every word
+    box = browser.find_element("id", "runs-search")
+    box.send_keys("lost")
+    assert column(browser, "state") == ["lost"] * list(states.values()).count("lost")
+    assert "match" in browser.find_element("id", "runs-count").text
+    box.clear()
+    box.send_keys(" ")
+    # column picker: hide the arm column, it stays hidden after a reload (localStorage)
+    browser.find_element("css selector", ".column-picker summary").click()
+    browser.find_element("css selector", '.column-picker input[data-col="arm"]').click()
+    hidden = "return Array.from(document.querySelectorAll('#runs-table [data-col=arm]')).every((c) => c.hidden)"
+    assert browser.execute_script(hidden)
+    browser.refresh()
+    assert browser.execute_script(hidden)
+    browser.execute_script("localStorage.clear()")
+    browser.save_screenshot(str(shots / "runs_sorted.png"))
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_rollout_browser_from_a_chart_point_and_the_token_view(browser, server, demo_url, shots):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run_id, tasks = a_run(demo_url)
+    load(browser, f"{server}/runs/{run_id}", shots, "run_for_click")
+    # a bar of the status shares: the nodes of that task, round and status
+    status, rnd = browser.execute_script("""
+        const el = document.getElementById('task-0-1');
+        const t = el.data[0];
+        el.emit('plotly_click', {points: [{data: t, customdata: t.customdata[0], fullData: el._fullData[0]}]});
+        return [t.name, t.customdata[0]];""")
+    WebDriverWait(browser, 30).until(lambda d: "/nodes?" in d.current_url)
+    want = sql(demo_url, 'SELECT count(*) FROM "nodes" WHERE "run_id" = ? AND "task" = ? AND "round" = ? AND '
+                         'coalesce("status", \'NULL\') = ?', run_id, tasks[0], rnd, status)[0][0]
+    assert int(browser.find_element("id", "nodes-count").get_attribute("data-total")) == want
+    assert rows(browser, "nodes-table") == min(want, 100)
+    # sort the page by reward (client side), then open a node
+    browser.find_element("xpath", '//table[@id="nodes-table"]//th[text()="reward"]').click()
+    browser.find_element("css selector", "#nodes-table a.node-link").click()
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "tokens") or d.find_elements("id", "plan"))
+    node_id = browser.find_element("tag name", "h1").text.removeprefix("Node ")
+    ids = sql(demo_url, 'SELECT len(p."response_token_ids") FROM "nodes" n JOIN "node_payloads" p USING '
+                        '("source_id", "line_no") WHERE n."run_id" = ? AND n."node_id" = ? ORDER BY n."round" LIMIT 1',
+              run_id, node_id)[0][0]
+    assert browser.execute_script("return document.querySelectorAll('#tokens .tok').length") == ids
+    # shading follows the logprob: the least likely token is the reddest (lowest lightness)
+    light = browser.execute_script("""return Array.from(document.querySelectorAll('#tokens .tok'))
+        .filter((t) => t.dataset.logprob !== '').map((t) => [Number(t.dataset.logprob), t.style.background]);""")
+    if light:
+        lowest = min(light)[1]
+        assert lowest == min((b for _, b in light), key=lambda b: [int(x) for x in re.findall(r"\d+", b)][1:])
+    browser.save_screenshot(str(shots / "node_tokens.png"))
+    # its sibling group: every sibling is listed, and a sibling link opens that node
+    siblings = browser.find_elements("css selector", "#siblings > li")
+    group = sql(demo_url, 'SELECT count(*) FROM "nodes" a JOIN "nodes" b ON a."run_id" = b."run_id" AND '
+                          'a."round" = b."round" AND a."task" = b."task" AND a."sibling_group" = b."sibling_group" '
+                          'WHERE a."run_id" = ? AND a."node_id" = ? ', run_id, node_id)[0][0]
+    assert len(siblings) == max(group, 1)
+    links = browser.find_elements("css selector", "a.sibling-link")
+    if links:
+        other = links[0].text
+        links[0].click()
+        WebDriverWait(browser, 30).until(lambda d: d.find_element("tag name", "h1").text == f"Node {other}")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_chart_controls_smooth_log_and_swap_the_x_axis(browser, server, demo_url, shots):
+    from selenium.webdriver.support.ui import Select
+
+    run_id, _ = a_run(demo_url)
+    load(browser, f"{server}/runs/{run_id}", shots, "run_controls")
+    lines = "return document.getElementById('task-0-4').data.length"
+    before = browser.execute_script(lines)
+    browser.execute_script("const s = document.getElementById('smoothing'); s.value = '0.6';"
+                           "s.dispatchEvent(new Event('input', {bubbles: true}));")
+    assert browser.execute_script(lines) == 2 * before  # each line smoothed, its raw line kept faint
+    Select(browser.find_element("id", "x-axis")).select_by_value("wall")
+    assert browser.execute_script("return document.getElementById('task-0-4').layout.xaxis.type") == "date"
+    Select(browser.find_element("id", "x-axis")).select_by_value("round")
+    browser.find_element("id", "log-y").click()
+    timed = sql(demo_url, 'SELECT count(*) FROM "round_metrics" WHERE "run_id" = ? AND "total_s" IS NOT NULL', run_id)
+    axis = "return document.getElementById('{}').layout.yaxis.type || 'linear'"
+    if timed[0][0]:  # log where the panel allows it (loss, KL, phases), never on shares or rewards
+        assert browser.execute_script(axis.format("phases")) == "log"
+    assert browser.execute_script(axis.format("task-0-4")) == "linear"
+    browser.execute_script("sessionStorage.clear()")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
 
 
 def a_run(url: str) -> tuple[str, list[str]]:
@@ -120,9 +233,21 @@ def test_run_page_draws_every_panel(browser, server, demo_url, shots):
     assert load(browser, f"{server}/runs/{run_id}", shots, "run") == []
     traces = chart_traces(browser)
     assert len([k for k in traces if k.startswith("task-")]) == 5 * len(tasks)
-    assert traces["task-0-1"] == 4  # valid, crashed, no_code, timeout
-    assert traces["task-0-4"] == 4  # the four reward means
+    statuses = sql(demo_url, 'SELECT count(DISTINCT coalesce("status", \'\')) FROM "nodes" WHERE "run_id" = ? '
+                             'AND "task" = ?', run_id, tasks[0])[0][0]
+    assert traces["task-0-1"] == statuses  # one stacked bar trace per status: shares sum to 1
+    means = sql(demo_url, 'SELECT count("valid_reward_mean") > 0, count("draft_reward_mean") > 0, count("reward_best") > 0, '
+                          'count("reward_node_mean") > 0 FROM "task_round_metrics" WHERE "run_id" = ? AND "task" = ?',
+                run_id, tasks[0])[0]
+    assert traces["task-0-4"] == sum(means)  # the reward means that have a value (no empty legend entry)
     assert traces["task-0-0"] == 1 and traces["task-0-3"] == 1  # reward boxes, response-length histogram
+    # every panel's title is drawn above its plot, never under the mode bar
+    assert browser.execute_script("""
+        return Array.from(document.querySelectorAll('.chart')).every((el) => {
+          const title = el.parentNode.querySelector('.chart-title');
+          const bar = el.querySelector('.modebar');
+          return title && (!bar || title.getBoundingClientRect().bottom <= bar.getBoundingClientRect().top + 1);
+        });""")
     phases = sql(demo_url, 'SELECT count(*) FROM "round_metrics" WHERE "run_id" = ? AND "total_s" IS NOT NULL', run_id)
     assert (traces["phases"] > 0) == (phases[0][0] > 0)
 

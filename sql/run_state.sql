@@ -1,0 +1,60 @@
+-- run_state: one row per run (run_id), with where its trainer stands and its last activity.
+--
+-- `train run` and `train rm` record a run_lifecycle row when they start, beat it while they
+-- live (heartbeat_at, every heartbeat_every_s seconds) and close it when they end, so state is:
+--   running   started, not ended, and beat recently;
+--   finished  ended normally; failed: ended on an exception; stopped: ended on an interrupt
+--             (Ctrl-C, SIGTERM) - exit_reason says which;
+--   lost      not ended and no beat for lost_after_s (the process died unseen: killed, OOM,
+--             the machine lost), or the run directory is a dangling link (runs.lost);
+--   imported  loaded from files by `warehouse ingest`: no trainer recorded its life here.
+-- last_activity_at is the run's own time (its last beat or end, else its newest file's mtime),
+-- never the time it was ingested. Times are UTC.
+CREATE OR REPLACE VIEW "run_state" AS
+WITH
+ids AS (
+    SELECT "run_id" FROM "runs"
+    UNION SELECT "run_id" FROM "rm_runs"
+    UNION SELECT "run_id" FROM "run_lifecycle"
+),
+files AS (
+    SELECT "run_id", make_timestamp(max("mtime_ns") // 1000) AS "newest_file_at"
+    FROM "sources"
+    WHERE "mtime_ns" IS NOT NULL
+    GROUP BY "run_id"
+),
+timed AS (
+    SELECT i."run_id", r."lost" AS "dangling", l."trainer",
+           coalesce(l."started_at", r."started_at") AS "started_at",
+           l."heartbeat_at", l."ended_at", l."end_status", l."exit_reason", l."host", l."pid",
+           -- a few missed beats (a long commit, a busy warehouse) are not yet a lost run
+           greatest(3 * coalesce(l."heartbeat_every_s", 60), 120) AS "lost_after_s",
+           epoch(now()) - epoch(coalesce(l."heartbeat_at", l."started_at")) AS "silent_s",
+           l."run_id" IS NOT NULL AS "recorded",
+           greatest(l."heartbeat_at", l."ended_at", f."newest_file_at") AS "last_activity_at"
+    FROM ids AS i
+    LEFT JOIN "runs" AS r USING ("run_id")
+    LEFT JOIN "run_lifecycle" AS l USING ("run_id")
+    LEFT JOIN files AS f USING ("run_id")
+)
+SELECT
+    "run_id",
+    CASE
+        WHEN "dangling" THEN 'lost'
+        WHEN "end_status" IS NOT NULL THEN "end_status"
+        WHEN NOT "recorded" THEN 'imported'
+        WHEN "silent_s" > "lost_after_s" THEN 'lost'
+        ELSE 'running'
+    END AS "state",
+    "trainer",
+    "started_at",
+    "heartbeat_at",
+    "ended_at",
+    "end_status",
+    "exit_reason",
+    "last_activity_at",
+    CASE WHEN "recorded" AND "end_status" IS NULL THEN "silent_s" END AS "silent_s",  -- seconds since the last beat
+    "lost_after_s",
+    "host",
+    "pid"
+FROM timed;

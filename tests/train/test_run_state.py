@@ -1,0 +1,153 @@
+"""Run state: a trainer records started, heartbeats and ended; run_state reads the five states."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.train.test_run import TASK, CannedBackend, model_dir  # noqa: F401 - shared fixtures
+from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
+from train.run_state import RunLife, end_of, recording, utc_now
+from train.settings import RunOptions
+from warehouse.db import connect
+
+
+def state(db_url: str, run_id: str) -> dict:
+    with connect(db_url, read_only=True) as con:
+        cur = con.execute('SELECT * FROM "run_state" WHERE "run_id" = ?', [run_id])
+        names = [d[0] for d in cur.description]
+        row = cur.fetchone()
+    return dict(zip(names, row)) if row else {}
+
+
+def sql(db_url: str, query: str, *params) -> None:
+    with connect(db_url) as con:
+        con.execute(query, list(params))
+
+
+@pytest.mark.parametrize("exc, status, reason", [
+    (None, "finished", "completed"),
+    (KeyboardInterrupt(), "stopped", "KeyboardInterrupt"),
+    (SystemExit(143), "stopped", "SystemExit(143)"),
+    (ValueError("bad shape\nmore lines"), "failed", "ValueError: bad shape"),
+])
+def test_end_of_names_the_status_and_reason(exc, status, reason):
+    assert end_of(exc) == (status, reason)
+
+
+def test_a_recorded_run_is_running_then_ends_with_its_exception(db_url):
+    with pytest.raises(RuntimeError), recording(db_url, "train run", every_s=3600) as life:
+        life.start("r1")
+        live = state(db_url, "r1")
+        assert (live["state"], live["trainer"], live["end_status"]) == ("running", "train run", None)
+        assert live["started_at"] == live["heartbeat_at"] == live["last_activity_at"]
+        raise RuntimeError("CUDA out of memory. Tried to allocate")
+    ended = state(db_url, "r1")
+    assert (ended["state"], ended["exit_reason"]) == ("failed", "RuntimeError: CUDA out of memory. Tried to allocate")
+    assert ended["ended_at"] >= live["started_at"] and ended["silent_s"] is None
+
+
+def test_interrupt_is_stopped_and_a_clean_return_is_finished(db_url):
+    with pytest.raises(KeyboardInterrupt), recording(db_url, "train rm", every_s=3600) as life:
+        life.start("stopped")
+        raise KeyboardInterrupt
+    with recording(db_url, "train rm", every_s=3600) as life:
+        life.start("done")
+    assert state(db_url, "stopped")["state"] == "stopped"
+    assert (state(db_url, "done")["state"], state(db_url, "done")["exit_reason"]) == ("finished", "completed")
+
+
+def test_heartbeat_moves_and_silence_past_the_threshold_is_lost(db_url):
+    life = RunLife(db_url, "train run", every_s=30)
+    life.run_id, life.started_at = "beating", utc_now() - timedelta(hours=1)
+    with connect(db_url) as con:
+        life._insert(con, utc_now() - timedelta(hours=1))  # started an hour ago, last beat then
+    before = state(db_url, "beating")
+    assert before["state"] == "lost" and before["silent_s"] > before["lost_after_s"] == 120
+    assert life.beat()
+    after = state(db_url, "beating")
+    assert after["state"] == "running" and after["heartbeat_at"] > before["heartbeat_at"]
+
+
+def test_imported_and_dangling_runs(db_url):
+    sql(db_url, "INSERT INTO runs (run_id, kind, lost) VALUES ('files', 'training', false), "
+                "('gone', 'training', true)")
+    sql(db_url, "INSERT INTO sources (source_id, path, kind, run_id, mtime_ns, ingested_at) "
+                "VALUES (1, 'a', 'nodes', 'files', 1700000000000000000, now())")
+    files = state(db_url, "files")
+    assert files["state"] == "imported"
+    assert str(files["last_activity_at"]) == "2023-11-14 22:13:20"  # the file's mtime, not the ingest time
+    assert state(db_url, "gone")["state"] == "lost"
+
+
+def test_train_run_records_its_life(db_url, model_dir, monkeypatch):
+    import train.run
+
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=False, seed=0,
+                      sets={"siblings_per_expansion": "2", "expansions_per_round": "1"}, run_id="life_ok")
+    train.run.run(opts, log=lambda line: None)
+    assert (state(db_url, "life_ok")["state"], state(db_url, "life_ok")["trainer"]) == ("finished", "train run")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the round broke")
+
+    monkeypatch.setattr(train.run, "generate_round", broken)
+    with pytest.raises(RuntimeError):
+        train.run.run(RunOptions(**{**opts.__dict__, "run_id": "life_bad"}), log=lambda line: None)
+    bad = state(db_url, "life_bad")
+    assert (bad["state"], bad["exit_reason"]) == ("failed", "RuntimeError: the round broke")
+
+
+def test_a_read_waits_while_the_heartbeat_holds_the_file_in_this_process(db_url):
+    """DuckDB refuses a read-only connection while this process has the file open to write (and
+    the reverse); connect waits that out like another process's lock, so a beat never breaks
+    the loop's reads."""
+    import threading
+
+    from warehouse.db import connect
+    from warehouse.errors import DatabaseLockedError
+
+    released = threading.Event()
+    holding = threading.Event()
+
+    def beat_like():
+        with connect(db_url) as con:
+            con.execute("SELECT 1")
+            holding.set()
+            released.wait(10)
+
+    writer = threading.Thread(target=beat_like)
+    writer.start()
+    holding.wait(10)
+    with pytest.raises(DatabaseLockedError):
+        with connect(db_url, read_only=True, wait_s=0):
+            pass
+    threading.Timer(0.2, released.set).start()
+    with connect(db_url, read_only=True, wait_s=30) as con:  # waits for the writer to let go
+        assert con.execute("SELECT count(*) FROM run_lifecycle").fetchone() == (0,)
+    writer.join()
+
+
+def test_beats_from_the_thread_land_while_the_loop_reads(db_url):
+    """A live RunLife beating as fast as it can while this thread keeps opening read-only
+    connections: every read succeeds and the beats land."""
+    life = RunLife(db_url, "train run", every_s=0.001)
+    life.start("busy")
+    first = state(db_url, "busy")["heartbeat_at"]
+    for _ in range(40):
+        state(db_url, "busy")
+    life.end(None)
+    ended = state(db_url, "busy")
+    assert ended["state"] == "finished" and ended["heartbeat_at"] > first
+
+
+def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
+    life = RunLife(db_url, "train run", every_s=3600)
+    life.run_id, life.started_at = "late", utc_now() - timedelta(seconds=5)  # as if start() met a lock
+    assert state(db_url, "late") == {}
+    assert life.beat()
+    late = state(db_url, "late")
+    assert late["state"] == "running" and late["started_at"] == life.started_at < late["heartbeat_at"]
+    life.end(KeyboardInterrupt())
+    assert state(db_url, "late")["state"] == "stopped"

@@ -1,0 +1,149 @@
+"""A run's life in the warehouse: started, a heartbeat while it lives, ended with a status.
+
+Both trainers (`train run`, `train rm`) wrap their loop in :func:`recording`: the run's
+`run_lifecycle` row is written when the run id is known, a daemon thread beats it every
+`every_s` seconds, and on the way out the end is recorded as `finished` (the loop returned),
+`stopped` (KeyboardInterrupt, SystemExit: Ctrl-C or a SIGTERM turned into an exit) or `failed`
+(any other exception, its type and first line kept as exit_reason). A process that dies unseen
+(SIGKILL, OOM, a lost machine) records nothing more: the `run_state` view calls it `lost` once
+its beats stop.
+
+Beats are best effort: each opens a write connection for one UPDATE and waits at most
+`BEAT_WAIT_S` for the lock (a reader or a round's commit may hold it); a missed beat is simply
+tried again next time, and run_state allows several to be missed. The start waits as briefly
+(the first beat that gets in records it); the end waits up to `END_WAIT_S`, since without it
+the run would read as lost.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from warehouse.errors import DatabaseLockedError
+
+HEARTBEAT_S = 30.0
+BEAT_WAIT_S = 2.0
+END_WAIT_S = 15.0  # a locked warehouse delays the trainer's exit by at most this
+
+
+def checkpoint_settings(opts) -> dict:
+    """Where the run saves its checkpoints (runs.overrides), so the dashboard can list them:
+    `<checkpoint_dir>/<run_id>/global_step_<N>` for every step whose timing row saved."""
+    if not getattr(opts, "checkpoint_root", None):
+        return {}
+    return {"checkpoint_dir": str(Path(opts.checkpoint_root).resolve()), "checkpoint_every": opts.checkpoint_every}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def end_of(exc: BaseException | None) -> tuple[str, str]:
+    """(end_status, exit_reason) for the exception a run ended on (None: it returned)."""
+    if exc is None:
+        return "finished", "completed"
+    if isinstance(exc, KeyboardInterrupt):
+        return "stopped", "KeyboardInterrupt"
+    if isinstance(exc, SystemExit):
+        return "stopped", f"SystemExit({exc.code})"
+    first = (str(exc).strip().splitlines() or [""])[0][:500]
+    return "failed", f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class RunLife:
+    """The lifecycle row of one run; nothing is written until :meth:`start`."""
+
+    def __init__(self, db_url: str | None, trainer: str, every_s: float = HEARTBEAT_S, log=print):
+        self.db_url = db_url
+        self.trainer = trainer
+        self.every_s = every_s
+        self.log = log
+        self.run_id: str | None = None
+        self.started_at: datetime | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, run_id: str) -> None:
+        """Record the start (replacing a row this id had: a rerun of a run id restarts it) and
+        begin beating."""
+        if self.db_url is None or self.run_id is not None:
+            return
+        self.run_id = run_id
+        self.started_at = utc_now()
+        # a short wait: when the warehouse is locked, the first beat that gets in records it
+        self._write(lambda con: self._insert(con, self.started_at), BEAT_WAIT_S, None)
+        self._thread = threading.Thread(target=self._beat_loop, name=f"heartbeat {run_id}", daemon=True)
+        self._thread.start()
+
+    def beat(self) -> bool:
+        """One heartbeat now; False when the warehouse stayed locked (tried again next time)."""
+        now = utc_now()
+        return self._write(lambda con: self._update(con, now), BEAT_WAIT_S, None)
+
+    def end(self, exc: BaseException | None = None) -> None:
+        """Stop beating and record how the run ended."""
+        if self.run_id is None:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=BEAT_WAIT_S + 5)
+        status, reason = end_of(exc)
+        now = utc_now()
+
+        def work(con):
+            self._update(con, now)  # the row exists (recorded now if no beat got in)
+            con.execute('UPDATE "run_lifecycle" SET "ended_at" = ?, "end_status" = ?, "exit_reason" = ? '
+                        'WHERE "run_id" = ?', [now, status, reason, self.run_id])
+
+        self._write(work, END_WAIT_S, "end")
+        self.run_id = None
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - a broken beat must not kill a training run
+                self.log(f"Warning: heartbeats of run {self.run_id} stopped ({type(exc).__name__}: {exc}).")
+                return
+
+    def _insert(self, con, now: datetime) -> None:
+        con.execute('DELETE FROM "run_lifecycle" WHERE "run_id" = ?', [self.run_id])
+        con.execute('INSERT INTO "run_lifecycle" ("run_id", "trainer", "started_at", "heartbeat_at", '
+                    '"heartbeat_every_s", "host", "pid") VALUES (?, ?, ?, ?, ?, ?, ?)',
+                    [self.run_id, self.trainer, now, now, self.every_s, socket.gethostname(), os.getpid()])
+
+    def _update(self, con, now: datetime) -> None:
+        """The beat; it records the start too when the start could not get in."""
+        if not con.execute('SELECT count(*) FROM "run_lifecycle" WHERE "run_id" = ?', [self.run_id]).fetchone()[0]:
+            self._insert(con, self.started_at)
+        con.execute('UPDATE "run_lifecycle" SET "heartbeat_at" = ? WHERE "run_id" = ? AND "ended_at" IS NULL',
+                    [now, self.run_id])
+
+    def _write(self, work, wait_s: float, what: str | None) -> bool:
+        from warehouse.db import connect, transaction
+
+        try:
+            with connect(self.db_url, wait_s=wait_s) as con:
+                transaction(con, lambda: work(con), wait_s=wait_s)
+            return True
+        except DatabaseLockedError as exc:
+            if what is not None:  # a missed beat says nothing; a missed start or end is worth a line
+                self.log(f"Warning: the {what} of run {self.run_id} was not recorded ({exc}).")
+            return False
+
+
+@contextlib.contextmanager
+def recording(db_url: str | None, trainer: str, log=print, every_s: float = HEARTBEAT_S):
+    """A RunLife for the block: call `.start(run_id)` once the id is known; the end is recorded
+    on the way out, with the exception (if any) re-raised untouched."""
+    life = RunLife(db_url, trainer, every_s=every_s, log=log)
+    try:
+        yield life
+    except BaseException as exc:
+        life.end(exc)
+        raise
+    life.end(None)
