@@ -48,10 +48,25 @@ def _fresh_venv(base: Path) -> Path:
     for leftover in [*purelib.glob("__editable__*"), *purelib.glob("rollout_warehouse-*.dist-info")]:
         shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     source = base / "source"  # a copy: pip builds in the tree it is given
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "*.egg-info", "__pycache__"))
+    _copy_source(source)
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "--no-index", str(source)], check=True)
     return venv
+
+
+def _copy_source(dest: Path) -> None:
+    """What `pip install .` of a clone is given: the files git tracks and those it does not
+    ignore, not a working checkout's ignored demo roots (one holds a dangling link, as a lost
+    run's folder does), venvs and caches."""
+    if not (REPO / ".git").exists():  # an unpacked sdist: every file, links as links
+        shutil.copytree(REPO, dest, symlinks=True, ignore=shutil.ignore_patterns(".venv*", "__pycache__"))
+        return
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, map(os.fsdecode, listed)):
+        if (REPO / name).is_file():  # not one deleted in the working tree
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
 
 
 @pytest.fixture(scope="module")
