@@ -25,6 +25,20 @@ def isolated_env(monkeypatch, fake_home):
     monkeypatch.setenv("WANDB_MODE", "disabled")
 
 
+@pytest.fixture(scope="module")
+def small_sample_root(tmp_path_factory):
+    """Two runs of the bundled sample root, one per node-file style."""
+    import shutil
+
+    from ingest.sample import write_sample_root
+
+    sample = write_sample_root(tmp_path_factory.mktemp("sample") / "root", seed=0)
+    root = tmp_path_factory.mktemp("small") / "root"
+    for run in ("20260702_020809", "20260719_045416_27b_mix4_hr"):
+        shutil.copytree(sample / run, root / run)
+    return root
+
+
 @pytest.fixture(scope="session")
 def template_db(tmp_path_factory):
     """One migrated warehouse per session; tests get copies (init takes about a second)."""

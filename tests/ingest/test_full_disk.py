@@ -11,7 +11,6 @@ reads and continues the warehouse the ingest left."""
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 
 import pytest
@@ -21,22 +20,11 @@ from tests.mounts import require_mounts, run_script
 from warehouse.cli import main
 from warehouse.config import resolve_db_url
 
-RUNS = ("20260702_020809", "20260719_045416_27b_mix4_hr")
 #: Sizes between what `init` needs and what the root's node files need (file: 2.9 MB, then
 #: 1.4 MB of WAL for the nodes; DuckLake's data path: nothing, then 0.6 MB of Parquet), so the
 #: disk fills at the node files, after the rendered files have committed.
 TMPFS_KB = {"file": 3600, "ducklake": 300}
 
-
-@pytest.fixture(scope="module")
-def small_root(tmp_path_factory):
-    from ingest.sample import write_sample_root
-
-    sample = write_sample_root(tmp_path_factory.mktemp("sample") / "root", seed=0)
-    root = tmp_path_factory.mktemp("small") / "root"
-    for run in RUNS:
-        shutil.copytree(sample / run, root / run)
-    return root
 
 
 def cli(url: str, *args: str):
@@ -77,13 +65,13 @@ mkdir {stage} && cp -a {d}/. {stage}/ && umount {d} && cp -a {stage}/. {d}/
 
 
 @pytest.mark.parametrize("engine", ["file", "ducklake"])
-def test_ingest_stops_at_the_first_full_disk_error_and_keeps_what_landed(engine, small_root, tmp_path):
+def test_ingest_stops_at_the_first_full_disk_error_and_keeps_what_landed(engine, small_sample_root, tmp_path):
     require_mounts()
-    url, code, stderr = ingest_on_a_full_disk(engine, tmp_path, small_root)
+    url, code, stderr = ingest_on_a_full_disk(engine, tmp_path, small_sample_root)
     lines = stderr.strip().splitlines()
     assert code == 1, stderr
     assert len(lines) == 1 and lines[0].startswith("Error: the ingest stopped at "), stderr
-    assert str(small_root) in lines[0] and "no space left on the device for " in lines[0]
+    assert str(small_sample_root) in lines[0] and "no space left on the device for " in lines[0]
     assert str(tmp_path / "disk") in lines[0] and "MB free" in lines[0] and "Free space there" in lines[0]
 
     stopped = counts(url)
@@ -92,11 +80,11 @@ def test_ingest_stops_at_the_first_full_disk_error_and_keeps_what_landed(engine,
     if engine == "ducklake":  # the stopped commit's Parquet goes with cleanup
         assert cli(url, "cleanup", "--older-than", "0").exit_code == 0
 
-    again = cli(url, "ingest", "-q", str(small_root))
+    again = cli(url, "ingest", "-q", str(small_sample_root))
     assert again.exit_code in (0, 3), again.output
     reference = resolve_db_url(tmp_path / "reference.duckdb")
     assert cli(reference, "init").exit_code == 0
-    assert cli(reference, "ingest", "-q", str(small_root)).exit_code in (0, 3)
+    assert cli(reference, "ingest", "-q", str(small_sample_root)).exit_code in (0, 3)
     assert counts(url) == counts(reference)
     if engine == "ducklake":
         assert cli(url, "cleanup", "--older-than", "0", "--dry-run").output.startswith("Would delete 0 orphaned")

@@ -8,21 +8,18 @@ hook in its own process tells the test when it is there), so the test does not r
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from warehouse.cli import main
 from warehouse.config import resolve_db_url
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = ("20260702_020809", "20260719_045416_27b_mix4_hr")
 
 KILL_POINT = """
 import pathlib, sys, time
@@ -40,16 +37,6 @@ from warehouse.cli import main
 main(sys.argv[2:])
 """
 
-
-@pytest.fixture(scope="module")
-def small_root(tmp_path_factory):
-    from ingest.sample import write_sample_root
-
-    sample = write_sample_root(tmp_path_factory.mktemp("sample") / "root", seed=0)
-    root = tmp_path_factory.mktemp("small") / "root"
-    for run in RUNS:
-        shutil.copytree(sample / run, root / run)
-    return root
 
 
 def cli(url: str, *args: str):
@@ -105,10 +92,10 @@ def counts(url: str) -> dict:
                 for t in ("sources", "nodes", "node_payloads", "task_rounds", "ingest_errors")}
 
 
-def test_cleanup_deletes_the_parquet_of_a_writer_killed_mid_commit(small_root, tmp_path):
+def test_cleanup_deletes_the_parquet_of_a_writer_killed_mid_commit(small_sample_root, tmp_path):
     url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'cat.sqlite'}", tmp_path / "files")
     assert cli(url, "init").exit_code == 0
-    kill_mid_commit(url, small_root, tmp_path)
+    kill_mid_commit(url, small_sample_root, tmp_path)
 
     orphans = parquet_files(tmp_path / "files") - referenced_files(url)
     assert orphans, "the killed commit left no Parquet behind: the test does not test anything"
@@ -123,11 +110,11 @@ def test_cleanup_deletes_the_parquet_of_a_writer_killed_mid_commit(small_root, t
     assert f"Deleted {len(orphans)} orphaned" in done.output
     assert parquet_files(tmp_path / "files") == referenced_files(url)
 
-    again = cli(url, "ingest", "-q", str(small_root))  # the killed ingest's files land now, once
+    again = cli(url, "ingest", "-q", str(small_sample_root))  # the killed ingest's files land now, once
     assert again.exit_code in (0, 3), again.output
     reference = resolve_db_url(tmp_path / "reference.duckdb")
     assert cli(reference, "init").exit_code == 0
-    assert cli(reference, "ingest", "-q", str(small_root)).exit_code in (0, 3)
+    assert cli(reference, "ingest", "-q", str(small_sample_root)).exit_code in (0, 3)
     assert counts(url) == counts(reference)
     assert parquet_files(tmp_path / "files") == referenced_files(url)
     assert cli(url, "cleanup", "--older-than", "0", "--dry-run").output.startswith("Would delete 0 orphaned")

@@ -6,7 +6,6 @@ no indexes) the difference is asserted here, as docs/ducklake.md describes it.
 """
 from __future__ import annotations
 
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -15,28 +14,17 @@ from warehouse.cli import main
 from warehouse.config import parse_ducklake, resolve_db_url
 from warehouse.errors import TerminalError
 
-RUNS = ("20260702_020809", "20260719_045416_27b_mix4_hr")  # one run per node-file style
 
-
-@pytest.fixture(scope="module")
-def small_root(tmp_path_factory):
-    from ingest.sample import write_sample_root
-
-    sample = write_sample_root(tmp_path_factory.mktemp("sample") / "root", seed=0)
-    root = tmp_path_factory.mktemp("small") / "root"
-    for run in RUNS:
-        shutil.copytree(sample / run, root / run)
-    return root
 
 
 @pytest.fixture(scope="module")
-def file_and_lake(tmp_path_factory, small_root):
+def file_and_lake(tmp_path_factory, small_sample_root):
     """The small root ingested into a file, and that file copied into DuckLake by migrate-to."""
     tmp = tmp_path_factory.mktemp("engines")
     file_url = resolve_db_url(tmp / "wh.duckdb")
     lake_url = resolve_db_url(f"ducklake:sqlite:{tmp / 'catalog.sqlite'}", tmp / "files")
     runner = CliRunner()
-    for args in (["--db", file_url, "init"], ["--db", file_url, "ingest", str(small_root)]):
+    for args in (["--db", file_url, "init"], ["--db", file_url, "ingest", str(small_sample_root)]):
         result = runner.invoke(main, args)
         assert result.exit_code in (0, 2), result.output  # 2: the sample's deliberate bad lines
     result = runner.invoke(main, ["--db", file_url, "migrate-to", lake_url])
@@ -112,7 +100,7 @@ def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path)
     assert again.exit_code == 1 and "already holds data" in again.output
 
 
-def test_ingest_straight_into_ducklake_gives_the_files_rows_with_one_id_per_source(file_and_lake, small_root,
+def test_ingest_straight_into_ducklake_gives_the_files_rows_with_one_id_per_source(file_and_lake, small_sample_root,
                                                                                    tmp_path):
     """A batch's node files land in one transaction with their sources rows inserted together,
     so each new file must get its own id there too (max() + 1 alone gave them all the same)."""
@@ -123,7 +111,7 @@ def test_ingest_straight_into_ducklake_gives_the_files_rows_with_one_id_per_sour
     runner = CliRunner()
     assert runner.invoke(main, ["--db", lake_url, "init"]).exit_code == 0
     for _ in range(2):  # the second run finds every file unchanged
-        result = runner.invoke(main, ["--db", lake_url, "ingest", str(small_root)])
+        result = runner.invoke(main, ["--db", lake_url, "ingest", str(small_sample_root)])
         assert result.exit_code in (0, 2), result.output
     ids = "SELECT count(*), count(DISTINCT source_id), count(DISTINCT path) FROM sources"
     total, distinct_ids, distinct_paths = run_query(lake_url, ids).rows[0]
