@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 
 from warehouse.errors import WarehouseError
 
@@ -27,9 +28,11 @@ INTERRUPTED = 130  # the shell's status for Ctrl-C
 
 @dataclass(frozen=True)
 class Stop:
-    """Rank 0 failed on its own: every rank exits with `status`."""
+    """Rank 0 failed on its own: every rank exits with `status`, after rank 0 (`host`, `pid`)."""
 
     status: int
+    host: str = field(default_factory=socket.gethostname, compare=False)
+    pid: int = field(default_factory=os.getpid, compare=False)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Team:
             # every rank has read the STOP before rank 0 exits (its exit makes torchrun end the rest)
             dist.barrier()
             if not self.main:
+                _outlive(box[0])
                 raise SystemExit(box[0].status)
         return box[0]
 
@@ -94,6 +98,26 @@ class Team:
         """The last share point: rank 0 is done (a rank that is not leaves with STOP)."""
         if self.size > 1:
             self.share(DONE)
+
+
+def _outlive(stop: Stop, timeout_s: float = 60.0) -> None:
+    """Wait (on rank 0's host) until rank 0 has exited. The launcher ends the run at the first
+    rank it sees fail and kills the rest: a rank that left first was reported in rank 0's place,
+    and rank 0 was killed while it recorded how its run ended."""
+    import time
+
+    import psutil
+
+    if stop.host != socket.gethostname():
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(stop.pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
 
 
 def exit_status(exc: BaseException) -> int:

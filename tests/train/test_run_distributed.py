@@ -115,6 +115,26 @@ def test_a_rank_0_failure_stops_every_rank(db_url, model_dir, tmp_path, capfd):
     assert _counts(db_url, "gate")["nodes"] == [(1, 2)]
 
 
+def test_rank_0_is_reported_and_records_its_end_when_it_leaves_last(db_url, model_dir, tmp_path, monkeypatch):
+    # rank 0 takes a while after its STOP (here 1.5 s recording the run's end, as a slow disk
+    # would); the launcher ends the run at the first rank it sees exit non-zero and kills the
+    # rest, so rank 1 must not leave first: it was reported instead of rank 0, and rank 0 was
+    # killed before its end was recorded
+    import time
+
+    from train.run_state import RunLife
+
+    end = RunLife.end
+    monkeypatch.setattr(RunLife, "end", lambda self, exc=None: (self.db_url and time.sleep(1.5), end(self, exc))[1])
+    result = _train(model_dir, db_url, tmp_path / "ckpt", "slow_end", "--nproc", "2")
+    assert result.exit_code == 1
+    assert "ranks failed (exit status by rank: {0: 1" in result.output, result.output
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:
+        assert con.execute("SELECT state FROM run_state WHERE run_id = 'slow_end'").fetchall() == [("failed",)]
+
+
 def _team_member(rank: int, init_file: str, failure: BaseException | None) -> None:
     import torch.distributed as dist
 
