@@ -78,8 +78,7 @@ class Team:
             # every rank has read the STOP before rank 0 exits (its exit makes torchrun end the rest)
             dist.barrier()
             if not self.main:
-                _outlive(box[0])
-                raise SystemExit(box[0].status)
+                raise Stopped(box[0])
         return box[0]
 
     @contextlib.contextmanager
@@ -100,10 +99,19 @@ class Team:
             self.share(DONE)
 
 
-def _outlive(stop: Stop, timeout_s: float = 60.0) -> None:
-    """Wait (on rank 0's host) until rank 0 has exited. The launcher ends the run at the first
-    rank it sees fail and kills the rest: a rank that left first was reported in rank 0's place,
-    and rank 0 was killed while it recorded how its run ended."""
+class Stopped(SystemExit):
+    """This rank leaves because rank 0 sent `stop`; its exit status is rank 0's."""
+
+    def __init__(self, stop: Stop):
+        super().__init__(stop.status)
+        self.stop = stop
+
+
+def outlive_rank_0(stop: Stop, timeout_s: float = 60.0) -> None:
+    """Wait (on rank 0's host) until rank 0's process has exited, before this rank's does.
+    torch's launcher ends the run at the first rank it sees exit non-zero and kills the rest: a
+    rank that left first was reported in rank 0's place, and rank 0 was killed while it recorded
+    how its run ended. Only a process's last step: rank 0 may hold no collective after STOP."""
     import time
 
     import psutil

@@ -12,7 +12,7 @@ import sys
 import traceback
 
 import train.run as loop
-from train.distributed import exit_status, launched_world, wants_cuda
+from train.distributed import Stopped, exit_status, launched_world, outlive_rank_0, wants_cuda
 from warehouse.errors import TerminalError, WarehouseError
 
 
@@ -86,6 +86,9 @@ def _rank_main(opts):
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     try:
         return loop.run(opts, log=_echo)
+    except Stopped as exc:  # rank 0 stopped the run: leave after it, so the launcher reports rank 0
+        outlive_rank_0(exc.stop)
+        raise
     except WarehouseError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise SystemExit(exit_status(exc)) from None
