@@ -62,7 +62,8 @@ def load_run_policy(opts: RunOptions, arm: Arm, log) -> Policy:
     from train.tiny.policy import resolve_model_path
 
     lora = (arm.lora_rank, arm.lora_alpha) if opts.learn else None
-    return load_policy(resolve_model_path(opts.model, opts.tiny_cache, log=log), opts.device, lora=lora)
+    return load_policy(resolve_model_path(opts.model, opts.tiny_cache, log=log), opts.device, lora=lora,
+                       seed=opts.seed)
 
 
 def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):

@@ -129,6 +129,25 @@ def test_lora_wraps_every_linear_but_the_head(tiny_dir):
     assert linears == [] or all(any(n.startswith(w) for w in names) for n in linears)
 
 
+def test_the_adapters_first_weights_follow_the_seed_alone(tiny_dir):
+    # every rank of a run loads the policy after different work; FSDP keeps each rank's own
+    # shard of the adapter, so a draw that followed the process's history mixed two adapters
+    import torch
+
+    def first_weights(seed: int, draws_before: int):
+        torch.rand(draws_before)
+        policy = load_policy(str(tiny_dir), "cpu", lora=(8, 16), seed=seed)
+        return {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_A" in n}
+
+    a, b, c = first_weights(0, 1), first_weights(0, 1000), first_weights(1, 1)
+    assert a.keys() == b.keys() == c.keys() and a
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    assert not any(torch.equal(a[n], c[n]) for n in a)
+    state = torch.get_rng_state()
+    load_policy(str(tiny_dir), "cpu", lora=(8, 16), seed=5)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's draws go on as before
+
+
 def test_lora_excludes_vision_modules(tiny_model):
     import torch
 

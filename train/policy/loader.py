@@ -46,9 +46,10 @@ def pick_device(device: str | None = None):
     return torch.device(device)
 
 
-def load_policy(path: str | Path, device: str | None = None, lora: tuple[int, int] | None = None) -> Policy:
+def load_policy(path: str | Path, device: str | None = None, lora: tuple[int, int] | None = None,
+                seed: int = 0) -> Policy:
     """Tokenizer + model from the model directory `path` on `device`; wrapped with LoRA (rank,
-    alpha) when given."""
+    alpha) when given, its initial weights drawn from `seed` (see `wrap_lora`)."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -60,7 +61,7 @@ def load_policy(path: str | Path, device: str | None = None, lora: tuple[int, in
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = _load_model(path, dev)
     if lora is not None:
-        model = wrap_lora(model, *lora)
+        model = wrap_lora(model, *lora, seed=seed)
     model.eval()
     return Policy(model=model, tokenizer=tokenizer, path=path, device=dev)
 
@@ -79,9 +80,19 @@ def _load_model(path: Path, device):
     return model.to(device)
 
 
-def wrap_lora(model, rank: int, alpha: int):
+def wrap_lora(model, rank: int, alpha: int, seed: int = 0):
     """A PEFT model with LoRA adapters on every linear layer except the output head and the
-    vision tower's (one definition, shared with the learner: train.policy.lora.add_lora)."""
+    vision tower's (one definition, shared with the learner: train.policy.lora.add_lora).
+
+    The adapter's random initial weights (lora_A) are drawn from `seed` alone, not from
+    whatever the process drew before: every rank of a run must start from the same adapter
+    (FSDP keeps each rank's own shard of it; the ranks had mixed two draws), and a rerun with
+    the run's seed from the one it had. The caller's random state is left as it was."""
+    import torch
+
     from train.policy.lora import add_lora
 
-    return add_lora(model, rank, alpha)
+    device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        return add_lora(model, rank, alpha)
