@@ -12,7 +12,7 @@ import sys
 import traceback
 
 import train.run as loop
-from train.distributed import Stopped, exit_status, launched_world, outlive_rank_0, wants_cuda
+from train.distributed import Stopped, exit_status, launched_world, outlive_rank_0
 from warehouse.errors import TerminalError, WarehouseError
 
 
@@ -20,10 +20,14 @@ class LaunchError(TerminalError):
     """A rank of a multi-process run failed."""
 
 
-def launch(nproc: int, opts):
+def launch(nproc: int, opts, rank_setup=None):
     """Run `train.run.run(opts)` on `nproc` local ranks through torch's elastic launcher (what
     `torchrun --standalone --nproc-per-node N` does); returns rank 0's RunReport, raises
-    LaunchError when a rank fails."""
+    LaunchError when a rank fails.
+
+    The ranks are fresh processes (spawned) that share no state with the caller:
+    `rank_setup`, a picklable function of no arguments, runs first in each rank, as
+    multiprocessing.Pool's initializer does (a notebook's logging set-up, a test's patches)."""
     import uuid
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -31,22 +35,21 @@ def launch(nproc: int, opts):
 
     if nproc < 1:
         raise TerminalError(f"--nproc {nproc}: expected 1 or more processes")
+    # spawn: each rank a fresh interpreter, as torchrun starts them. Never a fork of the caller:
+    # a forked child cannot use CUDA, and once the caller has computed with torch on the CPU
+    # (OpenMP's threads started) a forked child's first parallel op crashes or hangs (under
+    # pytest rank 0 died of SIGSEGV in its first forward, or waited 30 minutes in CI). A fork
+    # server forks safely, but its ranks write to the streams it was started with.
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
-                          monitor_interval=0.2, start_method=_start_method(opts.device))
+                          monitor_interval=0.2, start_method="spawn")
     try:
         with _one_thread_per_rank(), _quiet_launcher():
-            return elastic_launch(config, _rank_main)(opts)[0]
+            return elastic_launch(config, _rank_main)(opts, rank_setup)[0]
     except ChildFailedError as exc:
         statuses = {rank: f.exitcode for rank, f in sorted(exc.failures.items())}
         raise LaunchError(f"{len(statuses)} of {nproc} ranks failed (exit status by rank: {statuses}); "
                           "each failed rank's error is printed above") from None
-
-
-def _start_method(device: str) -> str:
-    """spawn for CUDA (a forked child cannot use CUDA); fork on CPU, where the ranks then
-    share the imports already made (torch, transformers: most of a CPU rank's start-up)."""
-    return "spawn" if wants_cuda(device) else "fork"
 
 
 @contextlib.contextmanager
@@ -79,12 +82,14 @@ def _one_thread_per_rank():
             os.environ.pop("OMP_NUM_THREADS", None)
 
 
-def _rank_main(opts):
+def _rank_main(opts, rank_setup=None):
     """One rank's work under `launch`: the run, with rank 0's known errors as one line."""
-    # a forked rank writes to its process's own streams, not to a stream the launching
-    # caller had swapped in (click's test runner, a notebook)
+    # a rank writes to its process's own streams, not to a stream the launching caller had
+    # swapped in (click's test runner, a notebook)
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     try:
+        if rank_setup is not None:
+            rank_setup()
         return loop.run(opts, log=_echo)
     except Stopped as exc:  # rank 0 stopped the run: leave after it, so the launcher reports rank 0
         outlive_rank_0(exc.stop)

@@ -55,17 +55,39 @@ def _node_rows(db_url: str, run_id: str) -> list[tuple]:
         return con.execute(NODE_ROWS_SQL, [run_id]).fetchall()
 
 
-def _spread_rewards(monkeypatch) -> None:
+def _in_every_rank(monkeypatch, setup) -> None:
+    """`train run --nproc` calls `setup` in each rank first: the ranks are fresh processes, so a
+    patch made here is not seen there."""
+    import functools
+
+    import train.launch
+
+    monkeypatch.setattr(train.launch, "launch", functools.partial(train.launch.launch, rank_setup=setup))
+
+
+def _spread(graded):
     """The random model's siblings all fail alike: no advantage, no update. The learner sees
     rewards 0, 1, 0, 1, ... instead, so step 1 moves the adapter and round 2 samples from the
-    weights each rank's generation copy got (the ranks are forked: they see the patch)."""
+    weights each rank's generation copy got."""
     import dataclasses
 
+    return lambda result: [dataclasses.replace(s, reward=float(i % 2)) for i, s in enumerate(graded(result))]
+
+
+def spread_rewards() -> None:
     import train.run
 
-    graded = train.run.round_samples
-    monkeypatch.setattr(train.run, "round_samples", lambda result: [
-        dataclasses.replace(s, reward=float(i % 2)) for i, s in enumerate(graded(result))])
+    train.run.round_samples = _spread(train.run.round_samples)
+
+
+def slow_end() -> None:
+    """Rank 0 takes 1.5 s to record how its run ended, as on a slow disk."""
+    import time
+
+    from train.run_state import RunLife
+
+    end = RunLife.end
+    RunLife.end = lambda self, exc=None: (self.db_url and time.sleep(1.5), end(self, exc))[1]
 
 
 # two tasks (one sibling group each per call, so each rank generates one), two expansion
@@ -78,7 +100,10 @@ DEALT = ["--tasks", f"{TASK},{RMSE}", "--set", "expansions_per_round=2", "--set"
 @pytest.mark.timeout(150)
 def test_two_ranks_generate_the_round_one_process_generates_node_by_node(db_url, model_dir, tmp_path, monkeypatch,
                                                                          capfd):
-    _spread_rewards(monkeypatch)
+    import train.run
+
+    monkeypatch.setattr(train.run, "round_samples", _spread(train.run.round_samples))  # the one-process run
+    _in_every_rank(monkeypatch, spread_rewards)
     two = _train(model_dir, db_url, tmp_path / "ckpt", "two", "--no-health-gate", "--nproc", "2", *DEALT)
     ranks = capfd.readouterr()
     assert two.exit_code == 0, two.output + ranks.err
@@ -120,12 +145,7 @@ def test_rank_0_is_reported_and_records_its_end_when_it_leaves_last(db_url, mode
     # would); the launcher ends the run at the first rank it sees exit non-zero and kills the
     # rest, so rank 1 must not leave first: it was reported instead of rank 0, and rank 0 was
     # killed before its end was recorded
-    import time
-
-    from train.run_state import RunLife
-
-    end = RunLife.end
-    monkeypatch.setattr(RunLife, "end", lambda self, exc=None: (self.db_url and time.sleep(1.5), end(self, exc))[1])
+    _in_every_rank(monkeypatch, slow_end)
     result = _train(model_dir, db_url, tmp_path / "ckpt", "slow_end", "--nproc", "2")
     assert result.exit_code == 1
     assert "ranks failed (exit status by rank: {0: 1" in result.output, result.output
@@ -158,8 +178,9 @@ def _team_member(rank: int, init_file: str, failure: BaseException | None) -> No
 @pytest.mark.parametrize("failure, status", [(None, 0), (KeyboardInterrupt(), INTERRUPTED),
                                              (TerminalError("gate"), 1)], ids=["done", "ctrl-c", "error"])
 def test_every_rank_leaves_with_rank_0s_exit_status(tmp_path, failure, status):
-    fork = multiprocessing.get_context("fork")
-    members = [fork.Process(target=_team_member, args=(rank, str(tmp_path / "init"), failure)) for rank in (0, 1)]
+    # fresh processes, not forks of pytest's (whose OpenMP threads a fork breaks)
+    spawn = multiprocessing.get_context("spawn")
+    members = [spawn.Process(target=_team_member, args=(rank, str(tmp_path / "init"), failure)) for rank in (0, 1)]
     for member in members:
         member.start()
     for member in members:

@@ -1,4 +1,4 @@
-"""Generation dealt over torchrun's ranks (train.generate.ranks), 2 forked gloo processes and a
+"""Generation dealt over torchrun's ranks (train.generate.ranks), 2 spawned gloo processes and a
 fake backend: each call's requests come back in order, each rank generates its share, and a
 failure on either rank becomes rank 0's error (one line for an out-of-memory error) while every
 rank leaves with rank 0's status instead of waiting in a collective."""
@@ -67,9 +67,10 @@ def _member(rank: int, init_file: str, out: str, fail_rank: int, error) -> None:
 
 
 def _run_pair(tmp_path, fail_rank: int = -1, error=None) -> tuple[list, dict]:
-    fork = multiprocessing.get_context("fork")
+    # fresh processes, not forks of pytest's (whose OpenMP threads a fork breaks)
+    spawn = multiprocessing.get_context("spawn")
     out = tmp_path / "rank0.json"
-    members = [fork.Process(target=_member, args=(rank, str(tmp_path / "init"), str(out), fail_rank, error))
+    members = [spawn.Process(target=_member, args=(rank, str(tmp_path / "init"), str(out), fail_rank, error))
                for rank in (0, 1)]
     for member in members:
         member.start()
