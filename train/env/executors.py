@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from train.env.sandbox import ExecResult, SandboxJob, run_job
+from train.env.sandbox import ExecResult, SandboxJob, SandboxUnavailableError, require_sandbox, run_job
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,13 @@ class RayExecutor:
 
         # A GPU node asks Ray for its GPUs when the cluster has any (else it would wait forever).
         has_gpus = ray.cluster_resources().get("GPU", 0) > 0
-        return ray.get([self._remote.options(num_gpus=job.gpu_request).remote(job)
-                        if has_gpus and job.gpu_request > 0 else self._remote.remote(job) for job in jobs])
+        try:
+            return ray.get([self._remote.options(num_gpus=job.gpu_request).remote(job)
+                            if has_gpus and job.gpu_request > 0 else self._remote.remote(job) for job in jobs])
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, SandboxUnavailableError):  # one line, not the worker's traceback
+                raise exc.cause from None
+            raise
 
 
 def _run_on_ray(job: SandboxJob) -> ExecResult:
@@ -87,6 +92,14 @@ def _run_on_ray(job: SandboxJob) -> ExecResult:
 
     if job.gpu_request > 0 and ray.get_gpu_ids():
         job = dataclasses.replace(job, gpus=tuple(int(g) for g in ray.get_gpu_ids()))
+    return run_on_worker(job, f"ray:{ray.util.get_node_ip_address()}:{os.getpid()}")
+
+
+def run_on_worker(job: SandboxJob, where: str) -> ExecResult:
+    """``job`` on a machine other than the one whose sandbox ``train run`` checked: refused
+    there, as the driver refuses, when that machine cannot build the allow-list sandbox (a worker
+    without bubblewrap would otherwise run the node in the deny-list fallback, unasked)."""
+    require_sandbox(job.limits, where=f"worker {where}")
     result = run_job(job)
-    result.where = f"ray:{ray.util.get_node_ip_address()}:{os.getpid()}"
+    result.where = where
     return result

@@ -200,9 +200,10 @@ class SandboxUnavailableError(EnvError):
     """No allow-list sandbox here, and the caller did not accept running without one."""
 
 
-def require_sandbox(limits: Limits) -> None:
+def require_sandbox(limits: Limits, where: str = "") -> None:
     """Refuse to run untrusted code outside bubblewrap unless ``limits`` turned it off by name
-    (``allow_list=False``, ``isolate=False``: what ``--unsafe-no-sandbox`` sets)."""
+    (``allow_list=False``, ``isolate=False``: what ``--unsafe-no-sandbox`` sets). ``where``
+    names a machine other than the caller's (a Ray worker) in the message."""
     if not (limits.isolate and limits.allow_list):
         return
     caps = capabilities()
@@ -212,9 +213,11 @@ def require_sandbox(limits: Limits) -> None:
     fix = ("Let it run (as root, or with unprivileged user namespaces: sysctl "
            "kernel.unprivileged_userns_clone=1)" if installed else
            "Install bubblewrap (apt-get install bubblewrap)")
+    here = f"on {where}" if where else "here"
     raise SandboxUnavailableError(
-        f"{caps.bwrap_missing}: model-written code cannot be sandboxed here. {fix}, or pass "
-        f"{UNSAFE_FLAG} to run it where it can read every file on this machine but the tasks root.")
+        f"{where + ': ' if where else ''}{caps.bwrap_missing}: model-written code cannot be sandboxed {here}. "
+        f"{fix}, or pass {UNSAFE_FLAG} to run it where it can read every file on {'that' if where else 'this'} "
+        "machine but the tasks root.")
 
 
 _NO_ISOLATION = Capabilities(False, False, ("isolation disabled by Limits(isolate=False)",))

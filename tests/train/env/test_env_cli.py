@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from train.env.cli import env_group
@@ -110,6 +111,34 @@ def test_run_refuses_without_bubblewrap_before_loading_anything(tmp_path, monkey
     [line] = _error_lines(result.output)
     assert line.startswith("Error: bubblewrap (bwrap) is not installed") and "apt-get install bubblewrap" in line
     assert not db.exists()  # refused before the warehouse or the model was touched
+
+
+def test_a_worker_without_bubblewrap_refuses_the_node_it_was_sent(monkeypatch):
+    # the driver checked its own machine; a Ray worker runs the node on another, which must
+    # refuse as the driver would instead of falling back to the deny-list sandbox unasked
+    from train.env import evaluate, executors, load_task, sandbox
+    from train.env.sandbox import Limits, SandboxUnavailableError
+
+    class Worker:
+        """A machine without bubblewrap, unlike the driver's."""
+
+        def run(self, jobs):
+            with monkeypatch.context() as there:
+                _without_bubblewrap(there)
+                return [executors.run_on_worker(job, "ray:10.0.0.7:4242") for job in jobs]
+
+    monkeypatch.setattr(sandbox, "capabilities", lambda: sandbox.Capabilities(True, True, bwrap=True))  # the driver's
+    started = []
+    monkeypatch.setattr(executors, "run_job", lambda job: started.append(job) or sandbox.run_job(job))
+    completion = "```python\nraise KeyError('ran')\n```"
+    task = load_task("mini-tabular-accuracy")
+    with pytest.raises(SandboxUnavailableError) as refused:
+        evaluate(task, [completion], Worker(), Limits(timeout_s=30))
+    assert str(refused.value).startswith("worker ray:10.0.0.7:4242: bubblewrap (bwrap) is not installed")
+    assert "apt-get install bubblewrap" in str(refused.value) and "--unsafe-no-sandbox" in str(refused.value)
+    assert started == []  # refused before the node was staged
+    [record] = evaluate(task, [completion], Worker(), Limits(timeout_s=30, allow_list=False))  # the risk named
+    assert (record["status"], record["exc_type"], record["where"]) == ("crashed", "KeyError", "ray:10.0.0.7:4242")
 
 
 def test_check_runs_without_bubblewrap_when_told_the_risk_by_name(tmp_path, monkeypatch):
