@@ -25,7 +25,8 @@ another writer's (`train.writer.commit_round` does exactly this)::
     with connect("duckdb:///warehouse.duckdb") as con:   # at schema head (`warehouse init`)
         transaction(con, write_round)
 
-The reward-model tables have theirs in :mod:`ingest.rm_records`, used the same way.
+The reward-model tables have theirs in :mod:`ingest.rm_records`, used the same way, and a
+run's lifecycle row (started, heartbeat, ended) in :mod:`ingest.lifecycle`.
 
 Loading the same `source_path` again replaces what the previous load wrote (nodes, payloads,
 errors; the task-round and its groups are recomputed). Malformed records are not raised:

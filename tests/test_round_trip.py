@@ -1,12 +1,12 @@
 """Every row the trainers write, exported and restored: the same warehouse, table by table.
 
 Two rounds of `train run` (learning on: rounds, nodes, payloads, steps and step_metrics) and a
-`train rm` run (rm_* rows, artifacts and evaluations) write into a warehouse; `warehouse
-export` writes it as Parquet with its manifest; `warehouse ingest` of the export into a fresh
-warehouse restores it, and every table holds the same rows. On the file, on DuckLake with a
-SQLite catalog, and on DuckLake with a PostgreSQL catalog where $ROLLOUT_TEST_PG_CONNINFO
-names a server (.ci/stage_ducklake.sh starts one and makes the two databases used here; the
-test empties them first, so it can run again).
+`train rm` run (rm_* rows, artifacts and evaluations), each with its run_lifecycle row, write
+into a warehouse; `warehouse export` writes it as Parquet with its manifest; `warehouse ingest`
+of the export into a fresh warehouse restores it, and every table holds the same rows. On the
+file, on DuckLake with a SQLite catalog, and on DuckLake with a PostgreSQL catalog where
+$ROLLOUT_TEST_PG_CONNINFO names a server (.ci/stage_ducklake.sh starts one and makes the two
+databases used here; the test empties them first, so it can run again).
 
 The models are built in the session (a 2-layer policy, the canned backend of
 tests/train/test_run.py; the 2-layer reward-model base of tests/train/rm), so the whole test
@@ -138,8 +138,9 @@ def test_train_run_and_train_rm_exported_and_restored_give_back_every_table(
     written = {t for t, rows in want.items() if rows}
     assert {"runs", "rounds", "task_rounds", "sibling_groups", "nodes", "node_payloads", "steps", "step_metrics",
             "sources", "rm_runs", "rm_jobs", "rm_steps", "rm_artifacts", "rm_evaluations", "rm_eval_sections",
-            "rm_budgets"} <= written
+            "rm_budgets", "run_lifecycle"} <= written
     assert len(want["step_metrics"]) == 2 and len(want["rm_steps"]) == 4
+    assert sorted((row[0], row[6]) for row in want["run_lifecycle"]) == [("rt_rm", "finished"), ("rt_run", "finished")]
     assert {t: len(rows) for t, rows in got.items()} == {t: len(rows) for t, rows in want.items()}
     for table in want:
         assert got[table] == want[table], table

@@ -8,11 +8,12 @@ Both trainers (`train run`, `train rm`) wrap their loop in :func:`recording`: th
 (SIGKILL, OOM, a lost machine) records nothing more: the `run_state` view calls it `lost` once
 its beats stop.
 
-Beats are best effort: each opens a write connection for one UPDATE and waits at most
-`BEAT_WAIT_S` for the lock (a reader or a round's commit may hold it); a missed beat is simply
-tried again next time, and run_state allows several to be missed. The start waits as briefly
-(the first beat that gets in records it); the end waits up to `END_WAIT_S`, since without it
-the run would read as lost.
+The row goes through the record API (:mod:`ingest.lifecycle`), each write in one
+`warehouse.db.transaction`. Beats are best effort: each opens a write connection for one beat
+and waits at most `BEAT_WAIT_S` for the lock (a reader or a round's commit may hold it); a
+missed beat is simply tried again next time, and run_state allows several to be missed. The
+start waits as briefly (the first beat that gets in records it); the end waits up to
+`END_WAIT_S`, since without it the run would read as lost.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ingest.lifecycle import RunStart, record_end, record_heartbeat, record_start
 from warehouse.errors import DatabaseLockedError
 
 HEARTBEAT_S = 30.0
@@ -75,14 +77,15 @@ class RunLife:
         self.run_id = run_id
         self.started_at = utc_now()
         # a short wait: when the warehouse is locked, the first beat that gets in records it
-        self._write(lambda con: self._insert(con, self.started_at), BEAT_WAIT_S, None)
+        self._write(lambda con: record_start(con, self.recorded_start()), BEAT_WAIT_S, None)
         self._thread = threading.Thread(target=self._beat_loop, name=f"heartbeat {run_id}", daemon=True)
         self._thread.start()
 
     def beat(self) -> bool:
-        """One heartbeat now; False when the warehouse stayed locked (tried again next time)."""
+        """One heartbeat now (recording the start too when it could not get in); False when the
+        warehouse stayed locked (tried again next time)."""
         now = utc_now()
-        return self._write(lambda con: self._update(con, now), BEAT_WAIT_S, None)
+        return self._write(lambda con: record_heartbeat(con, self.recorded_start(), now), BEAT_WAIT_S, None)
 
     def end(self, exc: BaseException | None = None) -> None:
         """Stop beating and record how the run ended."""
@@ -93,14 +96,13 @@ class RunLife:
             self._thread.join(timeout=BEAT_WAIT_S + 5)
         status, reason = end_of(exc)
         now = utc_now()
-
-        def work(con):
-            self._update(con, now)  # the row exists (recorded now if no beat got in)
-            con.execute('UPDATE "run_lifecycle" SET "ended_at" = ?, "end_status" = ?, "exit_reason" = ? '
-                        'WHERE "run_id" = ?', [now, status, reason, self.run_id])
-
-        self._write(work, END_WAIT_S, "end")
+        self._write(lambda con: record_end(con, self.recorded_start(), now, status, reason), END_WAIT_S, "end")
         self.run_id = None
+
+    def recorded_start(self) -> RunStart:
+        """What the run's row records of its start (this process, this host)."""
+        return RunStart(run_id=self.run_id, trainer=self.trainer, started_at=self.started_at,
+                        heartbeat_every_s=self.every_s, host=socket.gethostname(), pid=os.getpid())
 
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -109,19 +111,6 @@ class RunLife:
             except Exception as exc:  # noqa: BLE001 - a broken beat must not kill a training run
                 self.log(f"Warning: heartbeats of run {self.run_id} stopped ({type(exc).__name__}: {exc}).")
                 return
-
-    def _insert(self, con, now: datetime) -> None:
-        con.execute('DELETE FROM "run_lifecycle" WHERE "run_id" = ?', [self.run_id])
-        con.execute('INSERT INTO "run_lifecycle" ("run_id", "trainer", "started_at", "heartbeat_at", '
-                    '"heartbeat_every_s", "host", "pid") VALUES (?, ?, ?, ?, ?, ?, ?)',
-                    [self.run_id, self.trainer, now, now, self.every_s, socket.gethostname(), os.getpid()])
-
-    def _update(self, con, now: datetime) -> None:
-        """The beat; it records the start too when the start could not get in."""
-        if not con.execute('SELECT count(*) FROM "run_lifecycle" WHERE "run_id" = ?', [self.run_id]).fetchone()[0]:
-            self._insert(con, self.started_at)
-        con.execute('UPDATE "run_lifecycle" SET "heartbeat_at" = ? WHERE "run_id" = ? AND "ended_at" IS NULL',
-                    [now, self.run_id])
 
     def _write(self, work, wait_s: float, what: str | None) -> bool:
         from warehouse.db import connect, transaction

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from ingest.lifecycle import record_start
 from tests.train.test_run import TASK, CannedBackend, model_dir  # noqa: F401 - shared fixtures
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.run_state import RunLife, end_of, recording, utc_now
@@ -61,7 +62,7 @@ def test_heartbeat_moves_and_silence_past_the_threshold_is_lost(db_url):
     life = RunLife(db_url, "train run", every_s=30)
     life.run_id, life.started_at = "beating", utc_now() - timedelta(hours=1)
     with connect(db_url) as con:
-        life._insert(con, utc_now() - timedelta(hours=1))  # started an hour ago, last beat then
+        record_start(con, life.recorded_start())  # started an hour ago, last beat then
     before = state(db_url, "beating")
     assert before["state"] == "lost" and before["silent_s"] > before["lost_after_s"] == 120
     assert life.beat()
