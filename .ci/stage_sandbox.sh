@@ -5,7 +5,7 @@
 # Self-installing: bubblewrap from apt, and the README's venv when .ci/run has not made it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 ROLLOUT_REQUIRE_ISOLATION=1
 
 command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
 if [ ! -x .venv/bin/python ]; then

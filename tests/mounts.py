@@ -3,7 +3,7 @@
 Tests run as root, which chmod does not stop, so a read-only folder is a read-only bind mount
 and a full disk a small tmpfs, each made inside `unshare -m` (`-rm`, a user namespace, when
 not root) so the mount is gone when the command ends. Where the machine allows neither, the
-tests that need them skip.
+tests that need them skip (fail under ROLLOUT_REQUIRE_ISOLATION=1: tests/isolation.py).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.isolation import lacking
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,7 +38,7 @@ def mounts_work() -> bool:
 
 def require_mounts() -> None:
     if not mounts_work():
-        pytest.skip("cannot mount a file system in a private namespace on this machine")
+        lacking("cannot mount a file system in a private namespace on this machine")
 
 
 def read_only(directory: Path) -> str:

@@ -24,11 +24,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from tests.isolation import REQUIRED, lacking
 
 REPO = Path(__file__).resolve().parents[3]
 HOSTILE = Path(__file__).parent / "cases" / "hostile"
 TASK = "mini-tabular-accuracy"
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not REQUIRED,
                                 reason="needs bubblewrap (apt-get install bubblewrap): without it train env "
                                        "check refuses to run a solution at all")
 
@@ -74,7 +75,7 @@ def installed(tmp_path_factory):
     from train.env import capabilities
 
     if not capabilities().bwrap:
-        pytest.skip(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
+        lacking(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
     base = tmp_path_factory.mktemp("hostile")
     here = Path(sysconfig.get_paths()["purelib"])
     if os.stat(base).st_dev != os.stat(here).st_dev:  # hard links need one filesystem: beside the venv

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from train.env import capabilities, evaluate_code, load_task
+from tests.isolation import lacking
 
 TASK = "mini-tabular-accuracy"
 
@@ -35,7 +36,7 @@ def test_forked_children_are_counted_together(case, small):
 
 def test_files_on_the_nodes_tmpfs_are_memory(case, small):
     if not capabilities().bwrap:
-        pytest.skip("the node's private /dev/shm and /tmp are bubblewrap's")
+        lacking("the node's private /dev/shm and /tmp are bubblewrap's")
     record = evaluate_code(load_task(TASK), case("shm_writer.py"), limits=small)
     assert _verdict(record) == ("crashed", "MemoryLimitError", -0.5), record["term_tail"]
     assert record["mem_peak_gi"] > small.mem_gi

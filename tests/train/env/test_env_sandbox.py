@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from train.env import LocalExecutor, capabilities, evaluate, evaluate_code, load_task
+from tests.isolation import lacking
 
 def fenced(code: str) -> str:
     return f"Plan.\n```python\n{code}```\n"
@@ -90,7 +91,7 @@ def test_sandbox_failure_is_infrastructure(case, limits, tmp_path):
 
 def test_private_answers_are_out_of_reach(case, limits):
     if not capabilities().namespaces:
-        pytest.skip("no mount namespace here: the sandbox warns that answers are readable")
+        lacking("no mount namespace here: the sandbox warns that answers are readable")
     task = load_task("mini-tabular-accuracy")
     code = case("read_private_answers.py").replace("ANSWERS_PATH", str(task.answers_path))
     record = evaluate_code(task, code, limits=limits)
@@ -100,7 +101,7 @@ def test_private_answers_are_out_of_reach(case, limits):
 
 def test_no_network_even_to_the_hosts_loopback(case, limits):
     if not capabilities().namespaces:
-        pytest.skip("no network namespace here")
+        lacking("no network namespace here")
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -129,7 +130,7 @@ def test_fork_bomb_is_contained_and_cleaned_up(case, limits):
 
 def test_detached_children_are_killed(case, limits):
     if not capabilities().uid_switch:
-        pytest.skip("needs a uid of its own to find processes that left the group")
+        lacking("needs a uid of its own to find processes that left the group")
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("escape_session.py"), limits=limits)
     assert record["status"] == "no_submission"
     time.sleep(0.2)
@@ -165,7 +166,7 @@ def test_a_node_sees_nothing_outside_its_allow_list(case, limits, tmp_path, allo
     another tasks root; the warehouse file and a checkpoint directory; the bundled tasks'
     answers in their data dir: a node that walks the whole filesystem finds none of them."""
     if not capabilities().bwrap:
-        pytest.skip("no bubblewrap here: the sandbox warns and falls back to its deny-list")
+        lacking("no bubblewrap here: the sandbox warns and falls back to its deny-list")
     import json
     import tempfile
     import uuid
@@ -218,7 +219,7 @@ def test_a_node_sees_the_proc_of_its_own_pid_namespace(limits, allow_list):
     sandbox)."""
     caps = capabilities()
     if not caps.namespaces or (allow_list and not caps.bwrap):
-        pytest.skip("no pid namespace here" if not caps.namespaces else "no bubblewrap here")
+        lacking("no pid namespace here" if not caps.namespaces else "no bubblewrap here")
     code = ("import os\nprint('PROC', open('/proc/self/stat').read().split()[0], os.getpid(),\n"
             "      b'solution.py' in open(f'/proc/{os.getpid()}/cmdline', 'rb').read(), flush=True)\n")
     record = evaluate_code(load_task("mini-tabular-accuracy"), code,
