@@ -26,7 +26,8 @@ def _env(i: int) -> dict:
             "medal": None, "exec_time": 1.5, "exec_timings": {"pending": 0.0, "stage": 0.1, "exec": 1.3, "retrieve": 0.1},
             "term_tail": "done", "returncode": 0 if ok else 1, "where": "local:x", "cpu_util_mean": 50.0,
             "cpu_util_peak": 90.0, "mem_peak_gi": 0.2, "gpu_util": None, "gpu_util_peak": None,
-            "gpu_mem_used_gi": None, "gpu_name": None, "kube_node": None, "resources": None,
+            "gpu_mem_used_gi": None, "gpu_name": None, "kube_node": None, "outcome": "exited", "disk_peak_gi": 0.01,
+            "limits": {"timeout_s": 600.0, "mem_gi": 8.0, "disk_gi": 2.0, "cpus": 1}, "resources": None,
             "decl_malformed": False, "decl_miss_reason": None, "decl_deps_ignored": False, "attempt": 1}
 
 
@@ -78,6 +79,9 @@ def test_rounds_land_in_the_warehouse_with_run_row_and_steps(db_url, tmp_path):
         (1, 0.5, 0.01, 24, '{"update_variant":"sac"}'), (2, 0.25, 0.02, 24, '{"update_variant":"sac"}')]
     summary = _rows(db_url, "SELECT nodes, valid, gen_llm_seconds FROM task_rounds WHERE round = 1 AND task = 'mini-a'")
     assert summary == [(4, 2, 1.0)]  # siblings 1, 2 ok; 0, 3 crashed
+    # the sandbox's own fields, beyond the published roots' columns, are kept with the node
+    extra = json.loads(_rows(db_url, "SELECT extra FROM nodes ORDER BY round, task, line_no LIMIT 1")[0][0])
+    assert (extra["outcome"], extra["disk_peak_gi"], extra["limits"]["mem_gi"]) == ("exited", 0.01, 8.0)
 
 
 def test_a_failure_mid_round_leaves_no_partial_round(db_url, monkeypatch):

@@ -68,7 +68,7 @@ def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Ex
                        hidden_dirs=_hidden_dirs(task), limits=limits,
                        gpu_request=_declared_gpus(extractions[i])) for i in runnable]
     results = dict(zip(runnable, executor.run(jobs)))
-    return [node_record(task, e, results.get(i)) for i, e in enumerate(extractions)]
+    return [node_record(task, e, results.get(i), limits) for i, e in enumerate(extractions)]
 
 
 def _declared_gpus(extraction: Extraction) -> int:
@@ -83,8 +83,12 @@ def _hidden_dirs(task: Task) -> tuple[str, ...]:
     return tuple(dict.fromkeys([str(task.root.parent), str(task.root), str(task.private_dir)]))
 
 
-def node_record(task: Task, extraction: Extraction, result: ExecResult | None) -> dict:
-    """The record of one node; ``result`` is None when there was no code to run."""
+def node_record(task: Task, extraction: Extraction, result: ExecResult | None,
+                limits: Limits | None = None) -> dict:
+    """The record of one node; ``result`` is None when there was no code to run. Beside the
+    published roots' fields it keeps how the sandbox ended the node (``outcome``: memory_limit,
+    disk_limit, timeout, ...), the workspace's disk peak and the limits it ran under (the
+    warehouse keeps them in ``nodes.extra``)."""
     status, exc_type, grade = _judge(task, result)
     return {
         "code": extraction.code,
@@ -100,6 +104,7 @@ def node_record(task: Task, extraction: Extraction, result: ExecResult | None) -
         "medal": grade.medal,
         "humanrank": grade.humanrank,
         **_exec_fields(result),
+        "limits": _limit_fields(limits) if result is not None else None,
         "resources": extraction.resources,
         "decl_malformed": extraction.decl_malformed,
         "decl_miss_reason": extraction.decl_miss_reason,
@@ -146,4 +151,14 @@ def _exec_fields(result: ExecResult | None) -> dict:
         "cpu_util_mean": r.cpu_util_mean, "cpu_util_peak": r.cpu_util_peak,
         "mem_peak_gi": r.mem_peak_gi, "gpu_util": r.gpu_util, "gpu_util_peak": r.gpu_util_peak,
         "gpu_mem_used_gi": r.gpu_mem_used_gi, "gpu_name": r.gpu_name, "kube_node": None,
+        "outcome": r.outcome, "disk_peak_gi": r.disk_peak_gi,
     }
+
+
+def _limit_fields(limits: Limits | None) -> dict | None:
+    """The limits that judged the node: its time on its own clock, its tree's memory with its
+    tmpfs, its workspace's disk, its CPUs."""
+    if limits is None:
+        return None
+    return {"timeout_s": limits.timeout_s, "mem_gi": limits.mem_gi, "disk_gi": limits.disk_gi,
+            "cpus": limits.cpus}

@@ -32,6 +32,7 @@ def test_forked_children_are_counted_together(case, small):
     record = evaluate_code(load_task(TASK), case("fork_memory.py"), limits=small)
     assert _verdict(record) == ("crashed", "MemoryLimitError", -0.5), record["term_tail"]
     assert record["mem_peak_gi"] > small.mem_gi  # recorded at the sample that stopped it
+    assert record["outcome"] == "memory_limit" and record["limits"]["mem_gi"] == small.mem_gi
 
 
 def test_files_on_the_nodes_tmpfs_are_memory(case, small):
@@ -45,6 +46,7 @@ def test_files_on_the_nodes_tmpfs_are_memory(case, small):
 def test_many_files_under_the_per_file_limit_hit_the_disk_quota(case, small):
     record = evaluate_code(load_task(TASK), case("disk_writer.py"), limits=small)
     assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"]
+    assert record["outcome"] == "disk_limit" and record["disk_peak_gi"] > small.disk_gi == record["limits"]["disk_gi"]
     assert list(Path(small.workspace_root).glob("node-*")) == []  # its 180 MiB went with it
 
 
@@ -57,6 +59,7 @@ def test_a_node_under_its_limits_is_not_stopped(small):
     code = "import os\nopen('a.bin', 'wb').write(b'x' * 2**20 * 40)\nhold = b'y' * 2**20 * 100\n"
     record = evaluate_code(load_task(TASK), code, limits=small)
     assert _verdict(record) == ("no_submission", None, -0.5), record["term_tail"]
+    assert record["outcome"] == "exited" and 0.03 < record["disk_peak_gi"] < small.disk_gi
 
 
 # --- verdicts under load ----------------------------------------------------------------------
