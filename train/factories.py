@@ -121,7 +121,7 @@ def round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backend
     settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
                               initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
                               softmax_temperature=knobs.softmax_temperature)
-    for note in getattr(backend, "notes", ()):  # e.g. vLLM's length bounded by the model's
+    for note in backend.notes:  # e.g. vLLM's length bounded by the model's
         log(note)
     return RoundContext(tasks=tasks, backend=backend, sampling=sampling,
                         settings=settings, run_seed=opts.seed, run_id=run_id, model_name=opts.model,
@@ -137,8 +137,7 @@ def overlap_exec(knobs: Knobs, backend) -> bool:
         raise TerminalError(f"--set overlap_exec={knobs.overlap_exec}: use auto, on or off")
     if knobs.overlap_exec != "auto":
         return knobs.overlap_exec == "on"
-    device = getattr(backend, "device", None)
-    return getattr(device, "type", None) == "cuda"
+    return backend.device is not None and backend.device.type == "cuda"
 
 
 def exec_gpus(opts: RunOptions, log) -> list[int]:

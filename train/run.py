@@ -106,8 +106,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
 
     # --- the rounds: gen, then the GRPO step, then the round's rows in one transaction
     first = opts.first_round or (resume.step + 1 if resume else 1)
-    if learner is not None and resume is not None and opts.backend == "vllm":
-        # the engine loaded the base model: it must sample from the resumed adapter's weights
+    if learner is not None and resume is not None and backend.capabilities.own_weights:
+        # the backend loaded the base model: it must sample from the resumed adapter's weights
         update_weights(backend, learner, opts, run_id, first - 1, team, generator, log)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):

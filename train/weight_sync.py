@@ -3,8 +3,10 @@
 A backend that shares the trained module (transformers, one process) already does. One that
 loads weights (`Capabilities.weight_load`: vLLM's default) gets the policy's weights with every
 LoRA delta merged in, in place; one that declares an adapter swap (`Capabilities.adapter_swap`:
-vLLM's lora sync) gets the adapter saved and served under a fresh id. Under FSDP the adapter is gathered (every rank joins the collective) and
-loaded into every rank's unsharded generation copy, so every rank samples from rank 0's
+vLLM's lora sync) gets the adapter saved and served under a fresh id. One with weights of its
+own (`Capabilities.own_weights`: vLLM) gets them before round 1 of a resumed run too, since it
+loaded the base model. Under FSDP the adapter is gathered (every rank joins the collective)
+and loaded into every rank's unsharded generation copy, so every rank samples from rank 0's
 weights.
 """
 from __future__ import annotations
@@ -64,9 +66,12 @@ def _update_sharded(backend, learner: Learner, opts: RunOptions, run_id: str, ro
 
 def generation_copy(policy: Policy, opts: RunOptions) -> Policy:
     """This rank's unsharded policy for generation (FSDP shards the training one; every rank
-    generates its share of each call); taken before the learner prepares and shards it. vLLM
-    loads its own weights: no copy."""
-    if opts.backend == "vllm":
+    generates its share of each call); taken before the learner prepares and shards it, so
+    before the backend exists: a backend with weights of its own (`Capabilities.own_weights`,
+    declared by its class: vLLM) needs no copy."""
+    from train.generate.choice import backend_class
+
+    if backend_class(opts.backend).capabilities.own_weights:
         return policy
     import copy
 

@@ -25,8 +25,12 @@ class CannedBackend:
     capabilities = Capabilities(logprobs=True)
 
     def __init__(self, tokenizer):
+        import torch
+
         self.tokenizer = tokenizer
         self.calls = []
+        self.notes = []
+        self.device = torch.device("cpu")
 
     def generate(self, requests, sampling):
         self.calls.append(sampling)
@@ -244,8 +248,9 @@ def test_overlap_exec_is_on_for_a_gpu_backend_by_default_and_settable():
     from train.factories import overlap_exec
     from train.settings import Knobs
 
-    gpu, cpu = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda")), object()
-    assert overlap_exec(Knobs(), gpu) and not overlap_exec(Knobs(), cpu)
+    gpu, cpu = (types.SimpleNamespace(device=types.SimpleNamespace(type=kind)) for kind in ("cuda", "cpu"))
+    ranks = types.SimpleNamespace(device=None)  # DealtBackend: every rank on its own device
+    assert overlap_exec(Knobs(), gpu) and not overlap_exec(Knobs(), cpu) and not overlap_exec(Knobs(), ranks)
     assert overlap_exec(Knobs(overlap_exec="on"), cpu) and not overlap_exec(Knobs(overlap_exec="off"), gpu)
     with pytest.raises(TerminalError, match="overlap_exec=sometimes: use auto, on or off"):
         overlap_exec(Knobs(overlap_exec="sometimes"), gpu)

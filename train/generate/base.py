@@ -15,15 +15,21 @@ top-k/top-p filtering; at temperature 1 they are the model's own logprobs.
 
 What a backend supports beyond `generate(requests, sampling)` it declares in its
 `capabilities` (a `Capabilities`); callers read that, never the signature or the attributes.
-Besides, a backend may carry `notes` (lines the run prints before round 1) and `device` (where
-it generates, for `--set overlap_exec=auto`).
+A backend that `--backend` names declares at class level what every instance supports, for
+the decisions taken before it exists (train.generate.choice.backend_class: whether FSDP ranks
+need a generation copy of the policy); an instance declares the rest, from its settings.
+Every backend also carries `notes` (lines the run prints before round 1) and `device` (where it
+generates, for `--set overlap_exec=auto`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from train.policy.chat import prompt_token_ids, split_thinking
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,10 @@ class Capabilities:
       merged in, into the backend's own copy in place (vLLM's merged sync).
     - `sleep`: `sleep()` frees the backend's device memory until its next call or weight load
       (vLLM's sleep mode), so the GRPO step has the GPU.
+    - `own_weights`: the backend loads the model from its directory into weights of its own
+      (vLLM's engine) instead of sampling from the trained module: a resumed run's weights must
+      be loaded into it before round 1, and FSDP ranks need no generation copy of the policy
+      for it (train.weight_sync).
     """
 
     adapter_swap: bool = False
@@ -99,10 +109,13 @@ class Capabilities:
     ranks: bool = False
     weight_load: bool = False
     sleep: bool = False
+    own_weights: bool = False
 
 
 class Backend(Protocol):
     capabilities: Capabilities
+    notes: list[str]  # lines the run prints before round 1 (vLLM: its length bounded by the model's)
+    device: torch.device | None  # where it generates; None: over several ranks' devices (train.generate.ranks)
 
     def generate(self, requests: list[GenRequest], sampling: SamplingConfig) -> list[list[Completion]]:
         """One list of `request.n` completions per request, in order; the keywords that

@@ -54,6 +54,21 @@ def choose_backend(requested: str, device: str, ranks: int = 1) -> BackendChoice
     return BackendChoice("vllm", vllm, "auto: vLLM is installed and the policy is on a CUDA device")
 
 
+def backend_class(name: str) -> type:
+    """The class that generates for a chosen backend (`BackendChoice.name`): its class-level
+    `capabilities` answer what is decided before the backend is built. Importing it imports
+    neither vLLM nor a model."""
+    if name == "vllm":
+        from train.generate.vllm_backend import VLLMBackend
+
+        return VLLMBackend
+    if name == "hf":
+        from train.generate.hf import HFBackend
+
+        return HFBackend
+    raise ValueError(f"no backend class for {name!r}: choose_backend resolves --backend to hf or vllm")
+
+
 def _on_cuda(device: str) -> bool:
     if device.startswith("cuda"):
         return True

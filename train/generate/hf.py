@@ -13,6 +13,8 @@ backend is the CPU path, the reference, and the generator of multi-rank runs.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from train.generate.base import (Capabilities, Completion, GenRequest, SamplingConfig, completion_from_tokens,
                                  failed, plan_prompts)
 from train.generate.sampler import decode, make_batch, row_keys
@@ -20,6 +22,10 @@ from train.generate.sampler import decode, make_batch, row_keys
 
 class HFBackend:
     """`Backend` over a loaded transformers model (optionally PEFT-wrapped)."""
+
+    # the trained module itself (no weights of its own, no adapter swap), a share of a call on
+    # every rank; an instance streams only on the paged path
+    capabilities = Capabilities(logprobs=True, ranks=True)
 
     def __init__(self, model, tokenizer, max_batch: int | None = None,
                  paged: bool = True, gpu_memory_utilization: float = 0.6, kv_blocks: int | None = None,
@@ -34,8 +40,9 @@ class HFBackend:
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.max_batch = max_batch
-        # the trained module itself, so no adapter swap; only the paged path hands requests out as they end
-        self.capabilities = Capabilities(adapter_swap=False, logprobs=True, streaming=paged, ranks=True)
+        self.notes: list[str] = []
+        # only the paged path hands requests out as they end
+        self.capabilities = dataclasses.replace(HFBackend.capabilities, streaming=paged)
 
     def generate(self, requests: list[GenRequest], sampling: SamplingConfig,
                  indices: list[int] | None = None, on_request=None) -> list[list[Completion]]:

@@ -80,6 +80,8 @@ class DealtBackend:
         self.team, self.backend = team, backend
         self.log = log  # callable(str) or None: each call's rows per rank (the deal's balance)
         self.capabilities = Capabilities(logprobs=backend.capabilities.logprobs)
+        self.notes: list[str] = []
+        self.device = None  # every rank generates on its own device
 
     def generate(self, requests, sampling) -> list[list]:
         call = Call(list(requests), sampling)

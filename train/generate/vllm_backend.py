@@ -136,7 +136,10 @@ class VLLMBackend:
     """`Backend` over a vLLM engine: streaming, logprobs, and a weight sync after each step
     (`load_weights(model)` with `weight_sync="merged"`, `set_adapter(dir)` with "lora")."""
 
-    # no `indices` (vLLM cannot start inside a multi-rank torchrun world: train.generate.choice)
+    # the engine's own weights, loaded from the model directory; no `indices` (vLLM cannot start
+    # inside a multi-rank torchrun world: train.generate.choice). An instance adds its weight
+    # sync (weight_load or adapter_swap) and sleep.
+    capabilities = Capabilities(logprobs=True, streaming=True, own_weights=True)
 
     def __init__(self, model_path: str, tokenizer, gpu_memory_utilization: float = 0.6,
                  max_model_len: int | None = None, seed: int = 0, tensor_parallel_size: int = 1,
@@ -175,8 +178,8 @@ class VLLMBackend:
         except (ValueError, RuntimeError) as err:  # vLLM's config checks and engine start-up
             raise TerminalError(f"vLLM could not start on {model_path}: {_first_line(err)}") from err
         self.lora_request = None
-        self.capabilities = Capabilities(adapter_swap=weight_sync == "lora", logprobs=True, streaming=True,
-                                         weight_load=weight_sync == "merged", sleep=self.sleep_enabled)
+        self.capabilities = dataclasses.replace(VLLMBackend.capabilities, adapter_swap=weight_sync == "lora",
+                                                weight_load=weight_sync == "merged", sleep=self.sleep_enabled)
 
     # --- generation ------------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
 """What a backend declares in `capabilities` (train.generate.base.Capabilities) is what it does,
 and callers go by the declaration: the round streams only from a backend that declares it, the
-loop serves adapters only to one that swaps them, and deals calls only to one that takes shares."""
+loop serves adapters only to one that swaps them, deals calls only to one that takes shares,
+loads a resumed run's weights only into one with weights of its own, and gives FSDP ranks a
+generation copy only for one without (decided from the chosen class, before the backend exists)."""
 from __future__ import annotations
 
 import types
 
 import pytest
 
+from tests.train.test_run import TASK, CannedBackend, model_dir  # noqa: F401 - shared fixture
 from train.generate.base import Capabilities, Completion, GenRequest, SamplingConfig
 from warehouse.errors import TerminalError
 
@@ -31,6 +34,8 @@ def test_the_hf_backend_does_what_it_declares(tiny_model, tiny_tokenizer, messag
     backend = HFBackend(tiny_model, tiny_tokenizer, paged=paged)
     caps = backend.capabilities
     assert (caps.adapter_swap, caps.logprobs, caps.streaming, caps.ranks) == (False, True, paged, True)
+    assert not caps.own_weights and not caps.weight_load  # it samples from the trained module itself
+    assert backend.notes == [] and backend.device == tiny_model.device
     assert not hasattr(backend, "set_adapter")  # no adapter swap: it samples from the trained module
     requests, sampling = _requests(messages), SamplingConfig(max_new_tokens=6, seed=3)
     handed = {}
@@ -51,7 +56,78 @@ def test_every_backend_declares_its_capabilities():
 
     # VLLMBackend's depend on its weight sync: tests/train/rollout/test_records.py
     inner = types.SimpleNamespace(capabilities=Capabilities(logprobs=True, streaming=True, ranks=True))
-    assert DealtBackend(types.SimpleNamespace(), inner).capabilities == Capabilities(logprobs=True)
+    dealt = DealtBackend(types.SimpleNamespace(), inner)
+    assert dealt.capabilities == Capabilities(logprobs=True)
+    assert dealt.notes == [] and dealt.device is None  # each rank generates on its own device
+
+
+@pytest.mark.parametrize("paged", [True, False])
+def test_a_backend_class_declares_what_each_of_its_instances_supports(tiny_model, tiny_tokenizer, paged):
+    """The class-level declaration answers before the backend exists; an instance only adds to it."""
+    from train.generate.choice import backend_class
+    from train.generate.hf import HFBackend
+    from train.generate.vllm_backend import VLLMBackend
+
+    assert (backend_class("hf"), backend_class("vllm")) == (HFBackend, VLLMBackend)
+    assert (HFBackend.capabilities.own_weights, VLLMBackend.capabilities.own_weights) == (False, True)
+    with pytest.raises(ValueError, match="'auto'"):
+        backend_class("auto")  # resolved by choose_backend first
+    declared = vars(HFBackend.capabilities)
+    instance = vars(HFBackend(tiny_model, tiny_tokenizer, paged=paged).capabilities)
+    assert {name for name, on in declared.items() if on} <= {name for name, on in instance.items() if on}
+
+
+@pytest.mark.parametrize("backend, copied", [("hf", True), ("vllm", False)])
+def test_fsdp_ranks_get_a_generation_copy_only_for_a_backend_without_weights_of_its_own(tiny_model, backend,
+                                                                                       copied):
+    import torch
+
+    from train.policy.loader import Policy
+    from train.settings import RunOptions
+    from train.weight_sync import generation_copy
+
+    policy = Policy(model=tiny_model, tokenizer=None, path=None, device=torch.device("cpu"))
+    generator = generation_copy(policy, RunOptions(backend=backend))
+    assert (generator.model is not tiny_model) == copied
+    first = next(tiny_model.parameters())
+    assert torch.equal(next(generator.model.parameters()), first)
+
+
+class OwnWeightsBackend(CannedBackend):
+    """A canned backend that loads merged weights; with `own` it declares weights of its own."""
+
+    def __init__(self, tokenizer, own: bool, events: list):
+        super().__init__(tokenizer)
+        self.capabilities = Capabilities(logprobs=True, weight_load=True, own_weights=own)
+        self.events = events
+
+    def generate(self, requests, sampling):
+        self.events.append("gen")
+        return super().generate(requests, sampling)
+
+    def load_weights(self, model) -> None:
+        self.events.append("load")
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_a_resumed_run_loads_its_weights_into_a_backend_with_weights_of_its_own(db_url, model_dir, monkeypatch,
+                                                                                 tmp_path, own):
+    """Only a backend that loaded the base model itself must be given the resumed adapter's
+    weights before round 1; one sharing the trained module sees them already."""
+    import train.run
+    from train.settings import RunOptions
+
+    events = []
+    monkeypatch.setattr(train.run, "make_backend",
+                        lambda opts, arm, knobs, policy: OwnWeightsBackend(policy.tokenizer, own, events))
+    opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=True,
+                      checkpoint_root=str(tmp_path / "ckpt"), sets={"siblings_per_expansion": "2"},
+                      run_id="first", health_gate=False)
+    train.run.run(opts, log=lambda line: None)
+    assert events[-2:] == ["gen", "load"]  # the step's update_weights
+    events.clear()
+    train.run.run(RunOptions(**{**opts.__dict__, "run_id": "resumed", "resume_from": "first:1"}), log=lambda line: None)
+    assert events == (["load"] if own else []) + ["gen", "load"]
 
 
 class SilentBackend:

@@ -139,7 +139,7 @@ def test_vllm_backend_uses_rank_32_lora_fresh_ids_and_returns_logprobs(monkeypat
                           tensor_parallel_size=2, weight_sync="lora")
     assert made["llm"]["enable_lora"] is True and made["llm"]["max_lora_rank"] == 32
     assert made["llm"]["tensor_parallel_size"] == 2
-    assert backend.capabilities == Capabilities(adapter_swap=True, logprobs=True, streaming=True)
+    assert backend.capabilities == Capabilities(adapter_swap=True, logprobs=True, streaming=True, own_weights=True)
     first, second = backend.set_adapter("/ckpt/1"), backend.set_adapter("/ckpt/2")
     assert second > first and backend.lora_request.lora_int_id == second
     made["expected"] = 1
@@ -168,7 +168,8 @@ def test_vllm_backend_hands_each_group_out_as_it_ends_and_returns_them_in_order(
     assert [steps for _, _, steps in seen] == [1, 2, 3]  # each before the next engine step
     assert [len(c) for c in out] == [1, 2, 3]  # the returned lists keep the request order
     assert made["llm"].get("enable_lora") is None and "aborted" not in made
-    assert backend.capabilities == Capabilities(weight_load=True, logprobs=True, streaming=True)  # merged, awake
+    assert backend.capabilities == Capabilities(weight_load=True, logprobs=True, streaming=True,
+                                                own_weights=True)  # merged, awake
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in __import__("os").environ  # set only while the engine starts
 
 
