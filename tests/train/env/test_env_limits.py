@@ -99,6 +99,17 @@ def test_a_verdict_does_not_depend_on_the_machines_load(case, limits, cpu_load, 
     assert _verdict(record) == expected, {k: record[k] for k in ("exec_time", "cpu_util_mean", "term_tail")}
 
 
+def test_every_status_under_load(case, limits, cpu_load):
+    # the status suite's six nodes (test_env_sandbox.py), two at a time, on a loaded machine:
+    # each status and reward as on a quiet one, the ok node graded alike
+    from tests.train.env.test_env_sandbox import every_status, verdicts
+
+    records = every_status(case, limits)
+    assert all(p.poll() is None for p in cpu_load)
+    verdicts(records)
+    assert records["ok"]["humanrank"] > 0
+
+
 @pytest.mark.parametrize("name", sorted(LOAD_CASES))
 def test_the_same_verdicts_on_a_quiet_machine(case, limits, name):
     changes, expected = LOAD_CASES[name]

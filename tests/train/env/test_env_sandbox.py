@@ -25,7 +25,8 @@ def _assert_invariants(record):
     assert 0 <= record["reward"] <= 1 if ok else record["reward"] in (-0.5, -0.2, -1.0)
 
 
-def test_every_status_gets_its_reward(case, limits):
+def every_status(case, limits) -> dict:
+    """One node of each status on the bundled accuracy task: its record by status."""
     task = load_task("mini-tabular-accuracy")
     completions = {
         "ok": fenced((task.root / "reference_solution.py").read_text()),
@@ -37,17 +38,28 @@ def test_every_status_gets_its_reward(case, limits):
     }
     # a 5 s idle window: long against any stall of the working nodes, short against the sleeper's 60 s
     limits = dataclasses.replace(limits, idle_window_s=5)
-    records = dict(zip(completions, evaluate(task, list(completions.values()), LocalExecutor(2), limits)))
+    return dict(zip(completions, evaluate(task, list(completions.values()), LocalExecutor(2), limits)))
+
+
+def verdicts(records: dict) -> dict:
+    """(status, exc_type, reward) by status; the reward of the ok node is its humanrank."""
     got = {k: (r["status"], r["exc_type"], r["reward"]) for k, r in records.items()}
-    humanrank = records["ok"]["humanrank"]
     assert got == {
-        "ok": ("ok", None, humanrank),
+        "ok": ("ok", None, records["ok"]["humanrank"]),
         "crashed": ("crashed", "ValueError", -0.5),
         "no_code": ("no_code", None, -0.5),
         "no_submission": ("no_submission", None, -0.5),
         "invalid_submission": ("invalid_submission", None, -0.5),
         "idle": ("crashed", "CpuIdleError", -0.2),
-    }
+    }, {k: r["term_tail"][-300:] for k, r in records.items()}
+    return got
+
+
+def test_every_status_gets_its_reward(case, limits):
+    task = load_task("mini-tabular-accuracy")
+    records = every_status(case, limits)
+    verdicts(records)
+    humanrank = records["ok"]["humanrank"]
     ok = records["ok"]
     reference = json.loads((task.root / "scores.json").read_text())["reference"]  # the generator's score
     assert ok["test_metric"] == pytest.approx(reference, abs=1e-9) and ok["oriented"] == ok["test_metric"]
