@@ -1,8 +1,10 @@
 """`train rm`: seed 004's Bradley-Terry reward-model trainer, and its model soup.
 
 One loop, read top to bottom (:func:`run_rm`):
-  load_pairs -> check_overlap -> for each member: train_member (update, save_checkpoint)
-  -> soup_accumulate / soup_export -> evaluate (proxy, final) -> publish (rows, receipts).
+  load_pairs -> check_overlap -> for each member: train_member (load_model, update,
+  save_checkpoint) -> soup_accumulate_export -> evaluate (proxy, final) -> publish (rows, receipts).
+An out-of-memory or CUDA error in one of these phases is one line naming the phase and the
+setting to change (train.device_errors), never a traceback, and leaves no half-written artifact.
 
 The baseline (`--members 1`) is seed 004's: loss -log sigmoid(r_chosen - r_rejected), pairs
 chat-templated and left-truncated to 4,096 tokens, chosen and rejected in one forward,
@@ -273,7 +275,8 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
     import torch
 
     seed = opts.seed + member
-    model = member_model(opts, ctx, seed)
+    with phase(opts, "load_model", f"member {member + 1}"):
+        model = member_model(opts, ctx, seed)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=0.0, fused=ctx.device.type == "cuda")
     schedule = _cosine(optimizer, opts.warmup_steps, opts.member_steps)
@@ -283,7 +286,8 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
             log(f"Wall clock: {opts.wall_clock:.0f} s less {opts.reserve:.0f} s reserve reached at progress "
                 f"{first_progress + step}; stopping ({STOP_WALL_CLOCK}).")
             return model, step
-        row = update_step(opts, ctx, model, optimizer, params, order)
+        with phase(opts, "update", f"progress {first_progress + step + 1}"):
+            row = update_step(opts, ctx, model, optimizer, params, order)
         schedule.step()
         progress = first_progress + step + 1
         publisher.step({"step": progress, "member": member, **row})
@@ -293,6 +297,14 @@ def train_member(opts, ctx, member: int, first_progress: int, clock, publisher, 
         if not opts.soup and progress in opts.save_at:
             _save_adapter(opts, ctx, model, progress, publisher, log)
     return model, opts.member_steps
+
+
+def phase(opts, name: str, where: str, unfinished: Path | None = None):
+    """A phase of the loop: a device error inside it is one line naming `name` and the setting
+    to change; `unfinished`, the artifact directory it writes, is removed then."""
+    from train.device_errors import guarded, rm_device_error_line
+
+    return guarded(lambda exc: rm_device_error_line(name, exc, opts, where), unfinished)
 
 
 def member_model(opts, ctx, seed: int):
@@ -420,7 +432,9 @@ def _peak(device) -> float:
 def _save_adapter(opts, ctx, model, progress, publisher, log):
     from train.rm.artifacts import save_adapter
 
-    artifact = save_adapter(model, ctx.out_dir / f"artifact_{progress:05d}", progress)
+    out = ctx.out_dir / f"artifact_{progress:05d}"
+    with phase(opts, "save_checkpoint", f"progress {progress}", unfinished=out):
+        artifact = save_adapter(model, out, progress)
     _publish_artifact(opts, ctx, artifact, publisher, log)
 
 
@@ -438,7 +452,8 @@ def _soup_step(opts, ctx, model, soup, progress, publisher, log):
     from train.rm.artifacts import Artifact
 
     out = ctx.out_dir / f"artifact_{progress:05d}"
-    seconds, n_params = soup_accumulate_export(model, soup, out)
+    with phase(opts, "soup_accumulate_export", f"progress {progress}", unfinished=out):
+        seconds, n_params = soup_accumulate_export(model, soup, out)
     artifact = Artifact(progress=progress, path=out, kind="full_model", dtype="bfloat16", parameters=n_params,
                         members=soup.members, seconds=seconds)
     log(f"Soup of {soup.members} member(s) exported at progress {progress} in {seconds:.1f} s.")
@@ -475,30 +490,16 @@ def _final_evaluations(opts, ctx, publisher, log) -> list:
 def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
     """Load the artifact and score it: `proxy` (the fixed subset), or `full` (every row, plus
     the proxy-row diagnostic from the same rewards). Each result is published with a receipt."""
-    import torch
-
     from ingest.rm_layout import write_evaluation_files
 
-    from train.rm.artifacts import load_artifact
-    from train.rm.model import pair_attention, pair_rewards
     from train.rm.scoring import FINAL_EVALUATOR, PROXY_EVALUATOR, score_rows
 
     start = time.perf_counter()
-    try:
-        model = load_artifact(artifact, ctx.base_path, ctx.device, ctx.tokenizer.pad_token_id)
-        artifact.loadable = True
-    except TerminalError as exc:
-        artifact.loadable = False
-        log(f"Warning: {exc}; not scored.")
-        return []
     index = ctx.proxy_index if split == "proxy" else list(range(len(ctx.eval_rows)))
-    rewards = {}
-    with torch.no_grad(), pair_attention(model, ctx.pack, opts.attention_kernel):
-        for i in index:
-            with _autocast(ctx.device):
-                r_c, r_r = pair_rewards(model, *ctx.eval_ids[i], ctx.device, ctx.pack)
-            rewards[i] = (r_c.item(), r_r.item())
-    del model
+    with phase(opts, "evaluate", f"progress {artifact.progress}"):
+        rewards = _rewards(opts, ctx, artifact, index, log)
+    if rewards is None:
+        return []
     seconds = time.perf_counter() - start
     results = []
     splits = [("proxy", ctx.proxy_index)] if split == "proxy" else [("full", index), ("proxy_rows", ctx.proxy_index)]
@@ -515,3 +516,27 @@ def evaluate(opts, ctx, artifact, split: str, publisher, log) -> list[dict]:
         log(f"{evaluator} [{name}] at progress {artifact.progress}: {score.score:.4f} +/- {score.se:.4f} (n={score.n})")
         results.append(summary)
     return results
+
+
+def _rewards(opts, ctx, artifact, index: list[int], log) -> dict | None:
+    """{row: (chosen reward, rejected reward)} of the artifact on those evaluation rows; None
+    (and the artifact marked not loadable) when it does not load."""
+    import torch
+
+    from train.rm.artifacts import load_artifact
+    from train.rm.model import pair_attention, pair_rewards
+
+    try:
+        model = load_artifact(artifact, ctx.base_path, ctx.device, ctx.tokenizer.pad_token_id)
+        artifact.loadable = True
+    except TerminalError as exc:
+        artifact.loadable = False
+        log(f"Warning: {exc}; not scored.")
+        return None
+    rewards = {}
+    with torch.no_grad(), pair_attention(model, ctx.pack, opts.attention_kernel):
+        for i in index:
+            with _autocast(ctx.device):
+                r_c, r_r = pair_rewards(model, *ctx.eval_ids[i], ctx.device, ctx.pack)
+            rewards[i] = (r_c.item(), r_r.item())
+    return rewards
