@@ -8,8 +8,11 @@
 --   lost      not ended and no beat for lost_after_s (the process died unseen: killed, OOM,
 --             the machine lost), or the run directory is a dangling link (runs.lost);
 --   imported  loaded from files by `warehouse ingest`: no trainer recorded its life here.
--- last_activity_at is the run's own time (its last beat or end, else its newest file's mtime),
--- never the time it was ingested. Times are UTC.
+-- last_activity_at is the run's own time, never the time it was ingested: its last beat, its
+-- end or its newest round's commit (a trainer's), else the time stamped in its round files'
+-- names (round_times), and only when its files carry no time at all their newest mtime, which
+-- for a copied or downloaded root is the copy's time. last_activity_from says which one it is:
+-- 'trainer', 'file names' or 'file time'. Times are UTC.
 CREATE OR REPLACE VIEW "run_state" AS
 WITH
 ids AS (
@@ -23,6 +26,13 @@ files AS (
     WHERE "mtime_ns" IS NOT NULL
     GROUP BY "run_id"
 ),
+rounds AS (
+    SELECT "run_id",
+           max("written_at") FILTER (WHERE "written_from" = 'trainer') AS "committed_at",
+           max("written_at") FILTER (WHERE "written_from" = 'file names') AS "named_at"
+    FROM "round_times"
+    GROUP BY "run_id"
+),
 timed AS (
     SELECT i."run_id", r."lost" AS "dangling", l."trainer",
            coalesce(l."started_at", r."started_at") AS "started_at",
@@ -31,11 +41,14 @@ timed AS (
            greatest(3 * coalesce(l."heartbeat_every_s", 60), 120) AS "lost_after_s",
            epoch(now()) - epoch(coalesce(l."heartbeat_at", l."started_at")) AS "silent_s",
            l."run_id" IS NOT NULL AS "recorded",
-           greatest(l."heartbeat_at", l."ended_at", f."newest_file_at") AS "last_activity_at"
+           greatest(l."heartbeat_at", l."ended_at", o."committed_at") AS "trainer_at",
+           o."named_at",
+           f."newest_file_at"
     FROM ids AS i
     LEFT JOIN "runs" AS r USING ("run_id")
     LEFT JOIN "run_lifecycle" AS l USING ("run_id")
     LEFT JOIN files AS f USING ("run_id")
+    LEFT JOIN rounds AS o USING ("run_id")
 )
 SELECT
     "run_id",
@@ -52,7 +65,12 @@ SELECT
     "ended_at",
     "end_status",
     "exit_reason",
-    "last_activity_at",
+    coalesce(greatest("trainer_at", "named_at"), "newest_file_at") AS "last_activity_at",
+    CASE
+        WHEN "trainer_at" >= coalesce("named_at", "trainer_at") THEN 'trainer'
+        WHEN "named_at" IS NOT NULL THEN 'file names'
+        WHEN "newest_file_at" IS NOT NULL THEN 'file time'
+    END AS "last_activity_from",
     CASE WHEN "recorded" AND "end_status" IS NULL THEN "silent_s" END AS "silent_s",  -- seconds since the last beat
     "lost_after_s",
     "host",

@@ -35,6 +35,7 @@ class RunData:
     response_cap: int | None
     tasks: list[str] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)  # step_metrics rows (trainer runs), by step
+    life: dict = field(default_factory=dict)         # run_state row: state, times, whose clock
 
 
 def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
@@ -95,13 +96,31 @@ def read_run(con, run_id: str) -> RunData:
                        'FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
     cap = next((r["response_cap"] for r in task_rounds if r["response_cap"] is not None), None)
     tasks = sorted({r["task"] for r in task_rounds})
-    return RunData(run_id, run[0], task_rounds, rounds, nodes, cap, tasks, steps)
+    return RunData(run_id, run[0], task_rounds, rounds, nodes, cap, tasks, steps, read_life(con, run_id))
 
 
 def rows(con, sql: str, *params) -> list[dict]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+# --- the run's life: its state and last activity (run_state) -------------------------------
+
+#: whose clock run_state.last_activity_at is (its last_activity_from), as a page says it
+ACTIVITY_FROM = {
+    "trainer": "its trainer's record (last heartbeat, end or committed round)",
+    "file names": "the time stamped in its round files' names",
+    "file time": "its files' modification time (file time): they carry no time of their own, so "
+                 "a copied or downloaded root shows when it was copied, not the run's own clock",
+}
+
+
+def read_life(con, run_id: str) -> dict:
+    """The run's run_state row (state, start, end and exit reason, last activity and whose
+    clock it is); {"state": None} for a run the view does not know."""
+    found = rows(con, 'SELECT * FROM "run_state" WHERE "run_id" = ?', run_id)
+    return found[0] if found else {"state": None}
 
 
 # --- the per-task dashboard ----------------------------------------------------------------

@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from warehouse.errors import TerminalError
-from warehouse.report import RunData, read_run, rows
+from warehouse.report import RunData, read_life, read_run, rows
 
 BUSY_WAIT_S = 3.0
 
@@ -58,7 +58,7 @@ RUNS_SQL = '''
 SELECT m."run_id", st."state", st."exit_reason", r."kind", r."arm", r."question_id",
        r."resumed_from_run", r."resumed_from_step",
        m."rounds", m."steps_logged" AS "steps", m."nodes",
-       st."started_at", st."last_activity_at"
+       st."started_at", st."last_activity_at", st."last_activity_from"
 FROM "run_metrics" AS m
 LEFT JOIN "runs" AS r USING ("run_id")
 LEFT JOIN "run_state" AS st USING ("run_id")
@@ -83,7 +83,7 @@ class RunsPage:
 def runs_page(url: str, question: str | None = None, arm: str | None = None,
               kind: str | None = None, state: str | None = None) -> RunsPage:
     """Every run (filtered), with its state, lineage, rounds, steps, status counts and its own
-    last activity (run_state.last_activity_at: a beat, its end or its newest file)."""
+    last activity (run_state.last_activity_at, and last_activity_from: whose clock it is)."""
     with reading(url) as con:
         runs = rows(con, RUNS_SQL, question, question, arm, arm, kind, kind, state, state)
         counts = rows(con, 'SELECT "run_id", coalesce("status", \'NULL\') AS "status", "n" '
@@ -112,7 +112,7 @@ class RunPage:
     settings: dict = field(default_factory=dict)     # group -> [{key, value, source}]
     checkpoints: list = field(default_factory=list)
     artifacts: list = field(default_factory=list)
-    axes: dict = field(default_factory=dict)         # round -> {"global": step, "wall": time}
+    axes: dict = field(default_factory=dict)         # round -> {"global": step, "wall": time, "wall_from"}
     step_source: str | None = None                   # "step_metrics" | "W&B history" | None
 
 
@@ -130,7 +130,7 @@ def run_page(url: str, run_id: str) -> RunPage:
             steps = wandb_steps(con, run_id)
             source = "W&B history" if steps else None
         version = _run_version(con, run_id)
-        return RunPage(data, steps, version, details.life(con, run_id), details.settings(con, run_id),
+        return RunPage(data, steps, version, data.life, details.settings(con, run_id),
                        details.checkpoints(con, run_id), details.artifacts(con, run_id),
                        round_axes(con, run_id), source)
 
@@ -156,18 +156,17 @@ def wandb_steps(con, run_id: str) -> list[dict]:
 def round_axes(con, run_id: str) -> dict[int, dict]:
     """Per round of the run, its x on the other axes: `global`, the step counted from the
     lineage root (a resumed run that restarts its rounds at 1 continues its parent's count;
-    one that kept counting is unchanged), and `wall`, when the round was written (its newest
-    file's mtime, or the trainer's commit time)."""
+    one that kept counting is unchanged), and `wall`, when the round was written by the run's
+    own clock where one is known (round_times: the trainer's commit or the time in the files'
+    names, else the files' mtime), with `wall_from` saying which."""
     offset = lineage_offset(con, run_id)
-    found = con.execute('''
-        SELECT "round", max(coalesce(make_timestamp("mtime_ns" // 1000),
-                                     CASE WHEN "path" LIKE 'train://%' THEN "ingested_at" END))
-        FROM "sources" WHERE "run_id" = ? AND "round" IS NOT NULL GROUP BY "round"''', [run_id]).fetchall()
-    wall = dict(found)
+    written = {r: (at, source) for r, at, source in con.execute(
+        'SELECT "round", "written_at", "written_from" FROM "round_times" WHERE "run_id" = ?', [run_id]).fetchall()}
     rounds = {r for (r,) in con.execute('SELECT DISTINCT "round" FROM "task_rounds" WHERE "run_id" = ? '
                                         'UNION SELECT DISTINCT "step" FROM "steps" WHERE "run_id" = ?',
-                                        [run_id, run_id]).fetchall()} | set(wall)
-    return {r: {"global": r + offset, "wall": wall.get(r)} for r in sorted(rounds)}
+                                        [run_id, run_id]).fetchall()} | set(written)
+    return {r: {"global": r + offset, "wall": written.get(r, (None, None))[0],
+                "wall_from": written.get(r, (None, None))[1]} for r in sorted(rounds)}
 
 
 def lineage_offset(con, run_id: str, seen: frozenset = frozenset()) -> int:
@@ -370,5 +369,5 @@ def rm_page(url: str, run_id: str) -> RmPage:
     with reading(url) as con:
         data = read_rm_run(con, run_id)
         pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
-        return RmPage(data, pairs, details.life(con, run_id), details.settings(con, run_id),
+        return RmPage(data, pairs, read_life(con, run_id), details.settings(con, run_id),
                       details.artifacts(con, run_id))

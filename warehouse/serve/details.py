@@ -1,4 +1,5 @@
-"""A run's life, settings, checkpoints and artifacts, for the run pages' side panels.
+"""A run's settings, checkpoints and artifacts, for the run pages' side panels (its life,
+run_state's row, is warehouse.report.read_life: the HTML report shows it too).
 
 Each function reads on a connection the caller opened (:func:`warehouse.serve.data.reading`).
 Settings come from the run row (model, seed, runs.overrides: the knobs the run changed, the
@@ -22,12 +23,6 @@ ARM_SETTINGS = ("model", "prompt_cap", "response_cap", "total_cap", "siblings_pe
 #: overrides keys shown under "generation" rather than "knobs"
 GENERATION_KEYS = ("backend", "backend_version", "model_dir")
 HIDDEN_KEYS = ("tasks", "checkpoint_dir", "checkpoint_every")
-
-
-def life(con, run_id: str) -> dict:
-    """The run_state row (state, started, heartbeat, ended, exit reason, last activity)."""
-    found = rows(con, 'SELECT * FROM "run_state" WHERE "run_id" = ?', run_id)
-    return found[0] if found else {"state": None}
 
 
 def overrides_of(run: dict | None) -> dict:

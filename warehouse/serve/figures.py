@@ -150,7 +150,9 @@ def _response_lengths(nodes: list[dict], cap: int | None, link: dict) -> dict:
 
 def _on_axes(trace: dict, axes: dict | None, link: dict | None = None) -> dict:
     """The trace's x (rounds) also as global step and wall time (trace.meta.xs, which app.js
-    swaps in), each point carrying its round (customdata) so a click finds its nodes."""
+    swaps in), each point carrying its round (customdata) so a click finds its nodes. Where a
+    wall time is the files' mtime, not the run's own clock, meta.wall_from says so and the
+    axis title warns."""
     rounds = trace["x"]
     if "customdata" not in trace:
         trace["customdata"] = list(rounds)
@@ -161,6 +163,7 @@ def _on_axes(trace: dict, axes: dict | None, link: dict | None = None) -> dict:
         meta["xs"] = {"round": list(rounds),
                       "global": [axes.get(r, {}).get("global", r) for r in rounds],
                       "wall": [axes.get(r, {}).get("wall") for r in rounds]}
+        meta["wall_from"] = sorted({axes[r]["wall_from"] for r in rounds if axes.get(r, {}).get("wall_from")})
     return trace
 
 

@@ -7,6 +7,16 @@ const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
                  "#7f7f7f", "#bcbd22", "#17becf"];
 const X_TITLES = {global: "global step (lineage)", wall: "wall time (UTC)"};
 
+// The wall-time axis says when its times are the files' mtimes (a copied root's copy time)
+// rather than the run's own clock (its trainer's commits, the time in its files' names).
+function xTitle(figure, x) {
+  if (x !== "wall") return X_TITLES[x];
+  const froms = new Set(figure.data.flatMap((t) => (t.meta && t.meta.wall_from) || []));
+  if (!froms.has("file time")) return X_TITLES.wall;
+  return froms.size === 1 ? "wall time (UTC): file modification times, not the run's clock"
+                          : "wall time (UTC; file modification time where the files carry none)";
+}
+
 function controls() {
   const get = (id) => document.getElementById(id);
   return {
@@ -54,7 +64,7 @@ function arrange(figure, ctl) {
       const axis = layout[key];
       delete axis.tickmode; delete axis.dtick; delete axis.tickformat; delete axis.range;
       axis.type = ctl.x === "wall" ? "date" : "linear";
-      axis.title = {text: X_TITLES[ctl.x]};
+      axis.title = {text: xTitle(figure, ctl.x)};
     }
   }
   if (meta.loggable && ctl.logY && !meta.empty) {
