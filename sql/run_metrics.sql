@@ -2,7 +2,7 @@
 --
 -- Run-level counts and rates of docs/metrics.md over every record of the run, the partial last
 -- round included. Rates are NULL when their denominator is empty. Lineage columns come from
--- the runs table (the data root's manifest) and run_lineage.
+-- the runs table (the data root's manifest) and run_lineage; the state from run_state.
 CREATE OR REPLACE VIEW "run_metrics" AS
 WITH
 keys AS (
@@ -93,6 +93,7 @@ SELECT
     r."arm",
     r."kind",
     r."lost",
+    st."state",                           -- running, finished, failed, stopped, lost, imported (run_state)
     r."resumed_from_run",                 -- lineage: the run this one resumed from ...
     r."resumed_from_step",                -- ... and the step of its checkpoint
     coalesce(o."root_run_id", k."run_id") AS "root_run_id",
@@ -112,6 +113,7 @@ SELECT
     hg."health_gate_step1"
 FROM keys AS k
 LEFT JOIN "runs" AS r USING ("run_id")
+LEFT JOIN "run_state" AS st USING ("run_id")
 LEFT JOIN roots AS o USING ("run_id")
 LEFT JOIN node_stats AS ns USING ("run_id")
 LEFT JOIN steps_logged AS sl USING ("run_id")

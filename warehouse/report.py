@@ -123,6 +123,27 @@ def read_life(con, run_id: str) -> dict:
     return found[0] if found else {"state": None}
 
 
+def life_line(life: dict) -> str:
+    """The report's line under its title: the run's state, start, end (and exit reason), and
+    its last activity with whose clock that is, so a file time never passes for the run's."""
+    from warehouse.formatting import format_value
+
+    esc = html.escape
+    if not life.get("state"):
+        return ""
+    parts = [f"state <b class='state state-{esc(life['state'])}'>{esc(life['state'])}</b>"]
+    if life.get("started_at"):
+        parts.append(f"started {format_value(life['started_at'])} UTC")
+    if life.get("ended_at"):
+        reason = f" ({esc(life['exit_reason'])})" if life.get("exit_reason") else ""
+        parts.append(f"ended {format_value(life['ended_at'])} UTC{reason}")
+    if life.get("last_activity_at"):
+        source = ACTIVITY_FROM.get(life.get("last_activity_from"), "")
+        parts.append(f"last activity {format_value(life['last_activity_at'])} UTC"
+                     + (f", from {esc(source)}" if source else ""))
+    return f"<p id='run-life'>{'; '.join(parts)}.</p>"
+
+
 # --- the per-task dashboard ----------------------------------------------------------------
 
 def _task_dashboard(data: RunData, task: str, out: Path) -> str:
@@ -289,6 +310,7 @@ def _page(data: RunData, images: dict[str, str], training: str | None = None) ->
         "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
         "img{max-width:100%}</style></head><body>",
         f"<h1>Run {esc(data.run_id)}</h1>",
+        life_line(data.life),
         "<h2>Run metrics</h2>",
         html_table(list(data.run), [data.run]),
     ]

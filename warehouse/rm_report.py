@@ -10,11 +10,12 @@ magnitude, so each phase has its own panel on a shared score axis.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
+from warehouse.report import life_line, read_life
 
 SECTIONS = ("Chat", "Chat Hard", "Safety", "Reasoning")
 PLOT = "scores_by_progress.png"
@@ -32,6 +33,7 @@ class RmRunData:
     budgets: list[dict]       # rm_budget_use rows
     jobs: list[dict]          # rm_jobs rows
     reference: dict | None    # rm_references row
+    life: dict = field(default_factory=dict)  # run_state row: state, times, whose clock
 
 
 def is_reward_model_run(con, run_id: str) -> bool:
@@ -83,7 +85,7 @@ def read_rm_run(con, run_id: str) -> RmRunData:
         _rows(con, 'SELECT * FROM "rm_budget_use" WHERE "run_id" = ? ORDER BY "phase"', run_id),
         _rows(con, 'SELECT * FROM "rm_jobs" WHERE "run_id" = ? ORDER BY "source_id", '
                    '"line_no"', run_id),
-        reference[0] if reference else None)
+        reference[0] if reference else None, read_life(con, run_id))
 
 
 def _rows(con, sql: str, *params) -> list[dict]:
@@ -157,6 +159,7 @@ def _page(data: RmRunData) -> str:
         "font-size:12px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:2px 6px;"
         "text-align:right}img{max-width:100%}</style></head><body>",
         f"<h1>Reward-model run {esc(data.run_id)}</h1>",
+        life_line(data.life),
         f"<p>task {esc(str(run.get('task')))}, base model {esc(str(run.get('base_model')))}, "
         f"{esc(str(run.get('train_pairs')))} training pairs, agent {esc(str(run.get('agent')))}</p>",
         "<h2>Best official final score against the reference</h2>",

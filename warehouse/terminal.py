@@ -60,7 +60,8 @@ DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
                            "reward_best", "groups_with_signal_rate", "resp_clip_rate"),
     "round_metrics": ("run_id", "round", "tasks", "tasks_with_spread", "nodes", "fresh_drafts",
                       "total_s", "per_node_step_s"),
-    "run_metrics": ("run_id", "arm", "rounds", "steps_logged", "nodes"),
+    # state last: a table too wide for the terminal keeps its two ends, the run id and its state
+    "run_metrics": ("run_id", "arm", "rounds", "steps_logged", "nodes", "state"),
     "run_status_counts": ("run_id", "status", "n"),
     "decision_rule": ("run_id", "task", "k", "valid_reward_mean", "delta", "moved"),
     "invariant_violations": ("check_no", "run_id", "round", "task", "node_id", "detail"),

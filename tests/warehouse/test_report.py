@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import pytest
 from click.testing import CliRunner
 
-from tests.sql.conftest import small_warehouse
+from tests.sql.conftest import Rows, small_warehouse
 from warehouse.cli import main
 from warehouse.config import db_path_from_url
 
@@ -18,6 +19,11 @@ def db(tmp_path_factory):
     url = f"duckdb:///{tmp_path_factory.mktemp('report') / 'wh.duckdb'}"
     init_db(url)
     small_warehouse(url)
+    rows = Rows(url)  # run_a's trainer recorded its life: the report's header shows it
+    rows.insert("run_lifecycle", run_id="run_a", trainer="train run", started_at=datetime(2026, 1, 2, 3, 4, 5),
+                heartbeat_at=datetime(2026, 1, 2, 5, 0, 0), ended_at=datetime(2026, 1, 2, 5, 6, 7),
+                end_status="stopped", exit_reason="KeyboardInterrupt")
+    rows.con.close()
     return db_path_from_url(url)
 
 
@@ -58,3 +64,19 @@ def test_report_of_an_unknown_run_is_one_clear_error(db, tmp_path):
     assert result.exit_code == 1
     assert result.output.strip() == ("Error: no run 'nope' in the warehouse. List runs with "
                                      "'warehouse metrics --view run_metrics'.")
+
+
+def test_report_header_shows_the_runs_state_and_whose_clock_its_last_activity_is(db, report_dir):
+    from warehouse.query import run_query
+
+    state = run_query(f"duckdb:///{db}", 'SELECT "state", "last_activity_from" FROM "run_state" '
+                                         'WHERE "run_id" = ?', ["run_a"]).rows
+    assert state == [("stopped", "trainer")]
+    page = (report_dir / "index.html").read_text()
+    header = page.split("<h1>Run run_a</h1>")[1].split("<h2>")[0]
+    assert header.strip() == (
+        "<p id='run-life'>state <b class='state state-stopped'>stopped</b>; started 2026-01-02 03:04:05 UTC; "
+        "ended 2026-01-02 05:06:07 UTC (KeyboardInterrupt); last activity 2026-01-02 05:06:07 UTC, "
+        "from its trainer&#x27;s record (last heartbeat, end or committed round).</p>")
+    metrics = page.split("<h2>Run metrics</h2>")[1].split("</table>")[0]
+    assert "<th>state</th>" in metrics and "<td>stopped</td>" in metrics  # run_metrics' own column

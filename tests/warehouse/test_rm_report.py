@@ -3,6 +3,8 @@ final, error bars, the reference line) and the section table."""
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -68,3 +70,18 @@ def test_unknown_run_is_one_error_line(rm_template, tmp_path):
                                        "--out", str(tmp_path / "x")])
     assert result.exit_code != 0
     assert "no run 'no_such_run'" in result.output
+
+
+def test_header_shows_the_state_and_marks_a_last_activity_read_from_file_times(rm_template, report_dir):
+    """An imported reward-model run's files carry no time of their own: its last activity is
+    their newest mtime, and the header says it is a file time."""
+    import duckdb
+
+    con = duckdb.connect(str(rm_template), read_only=True)
+    paths = [p for (p,) in con.execute('SELECT "path" FROM "sources" WHERE "run_id" = ?', [RM_RUN]).fetchall()]
+    con.close()
+    newest = datetime.fromtimestamp(max(Path(p).stat().st_mtime_ns for p in paths) // 10**9, timezone.utc)
+    page = (report_dir / "index.html").read_text()
+    header = page.split("</h1>")[1].split("<h2>")[0]
+    assert "state <b class='state state-imported'>imported</b>" in header
+    assert f"last activity {newest:%Y-%m-%d %H:%M:%S} UTC, from its files&#x27; modification time (file time)" in header

@@ -113,3 +113,32 @@ def test_one_runs_run_metrics_is_a_key_value_list(db):
     assert pairs["run_id"] == "run_b" and int(pairs["nodes"]) == values["nodes"] == 8
     assert pairs["resumed_from_run"] == "run_a"
     assert max(map(len, output.splitlines())) <= 80
+
+
+def test_run_metrics_shows_each_runs_state_and_keeps_it_at_80_columns(tmp_path):
+    """state is a column of run_metrics (run_state's) and a key column of the table; a run id
+    too long for the middle columns leaves the run id and the state (the table's two ends)."""
+    from datetime import datetime
+
+    from tests.sql.conftest import Rows
+    from warehouse.migrate import init_db
+
+    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    init_db(url)
+    small_warehouse(url)
+    long_id = "claude__ultrafeedback_bt_rm_rewardbench__claude-sonnet-5__xhigh"
+    rows = Rows(url)
+    rows.run(long_id, kind="reward_model")
+    rows.insert("run_lifecycle", run_id="run_b", trainer="train run", started_at=datetime(2026, 1, 1),
+                ended_at=datetime(2026, 1, 1, 2), end_status="failed", exit_reason="RuntimeError: boom")
+    rows.con.close()
+    expected = {"run_a": "imported", "run_b": "failed", long_id: "imported"}
+    db = db_path_from_url(url)
+    for width in (80, 200):
+        output = invoke(db, "--view", "run_metrics", width=width)
+        lines = output.splitlines()
+        header = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"})
+        assert lines[header - 1].split()[-1] == "state", output
+        assert {line.split()[0]: line.split()[-1] for line in lines[header + 1:-1]} == expected, output
+        assert max(map(len, lines)) <= width
+    assert "nodes" in lines[header - 1]  # at 200 columns every key column
