@@ -171,3 +171,71 @@ def test_a_run_with_no_rounds_draws_no_empty_axes(client, demo_url):
     charts = charts_of(client.get("/runs/empty_run").text)
     assert charts["phases"]["data"] == [] and charts["phases"]["layout"]["meta"]["empty"]
     assert charts["phases"]["layout"]["xaxis"] == {"visible": False}
+
+
+def commit(url: str, run_id: str, rounds: dict, resumed_from: dict | None = None, seed: int = 0) -> None:
+    """Rounds of a run the way `train run` commits them: round -> adapter path its summary names."""
+    from tests.warehouse.serve.conftest import _record
+    from train.writer import RoundWrite, RunRow, commit_round
+
+    run = RunRow(run_id, "hr24k_u6", None, "test", seed, resumed_from=resumed_from)
+    for rnd, adapter in rounds.items():
+        records = [_record(run_id, rnd, "cactus", i) for i in range(2)]
+        summary = {"exp_id": run_id, "round": rnd, "nodes": 2, "valid": 1, "adapter_path": adapter}
+        commit_round(url, run, RoundWrite(rnd, {"cactus": records}, {"cactus": summary}))
+
+
+def global_steps(client, run_id: str) -> dict[int, int]:
+    """round -> its x on the "global step (lineage)" axis, as the run page's charts carry it."""
+    xs = charts_of(client.get(f"/runs/{run_id}").text)["task-0-4"]["data"][0]["meta"]["xs"]
+    return dict(zip(xs["round"], xs["global"]))
+
+
+def test_global_step_axis_puts_a_resumed_runs_points_after_its_parents(client, demo_url):
+    """A resumed run that kept counting its rounds (the demo's, resumed at step 10 with round
+    11) keeps them as global steps; one that restarts at round 1 continues from its parent's
+    resume step, and so does a run resumed from that one: each child's points sit after the
+    parent's points up to the step it resumed from, on the run page and on the compare page."""
+    kept, parent, step = sql(demo_url, 'SELECT "run_id", "resumed_from_run", "resumed_from_step" FROM "runs" '
+                                       'WHERE "resumed_from_run" IS NOT NULL AND "run_id" IN '
+                                       '(SELECT "run_id" FROM "task_rounds") ORDER BY "run_id" DESC LIMIT 1')[0]
+    kept_rounds = [r for (r,) in sql(demo_url, 'SELECT DISTINCT "round" FROM "task_rounds" WHERE "run_id" = ? '
+                                               'ORDER BY 1', kept)]
+    assert min(kept_rounds) > step  # the demo's resumed run kept counting
+    assert global_steps(client, kept) == {r: r for r in kept_rounds}
+    before = [x for r, x in global_steps(client, parent).items() if r <= step]
+    assert before and max(before) < min(global_steps(client, kept).values())
+
+    resume_at = max(kept_rounds)
+    commit(demo_url, "restarted_child", {1: None, 2: None}, resumed_from={"run": kept, "step": resume_at})
+    commit(demo_url, "restarted_grandchild", {1: None}, resumed_from={"run": "restarted_child", "step": 1})
+    child = global_steps(client, "restarted_child")
+    assert child == {1: resume_at + 1, 2: resume_at + 2}
+    assert min(child.values()) > max(global_steps(client, kept).values())
+    assert global_steps(client, "restarted_grandchild") == {1: child[1] + 1}
+
+    traces = charts_of(client.get("/compare", params={"run": [kept, "restarted_child"]}).text)["compare"]["data"]
+    on_axis = {t["legendgroup"]: t["meta"]["xs"]["global"] for t in traces if t["showlegend"]}
+    assert max(on_axis[kept]) < min(on_axis["restarted_child"])
+
+
+def test_run_page_lists_its_artifacts_and_its_seed(client, demo_url):
+    """Artifacts: each adapter its round summaries name, with the first and last round naming
+    it (an empty path is none); the seed is in the settings' run table."""
+    rounds = {1: "/ckpt/step_1", 2: "/ckpt/step_1", 3: "/ckpt/step_3", 4: ""}
+    commit(demo_url, "artifact_run", rounds, seed=1234)
+    html = client.get("/runs/artifact_run").text
+    table = html.split('id="artifacts"')[1].split("</table>")[0]
+    found = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in table.split("<tr>")[2:]]
+    assert found == [["adapter", "<code>/ckpt/step_1</code>", "1–2", "–", "–"],
+                     ["adapter", "<code>/ckpt/step_3</code>", "3–3", "–", "–"]]
+    run = html.split('id="settings-run"')[1].split("</table>")[0]
+    assert '<tr><th>seed</th><td class="text">1234</td><td class="source source-run">run</td></tr>' in run
+
+
+def test_a_reward_model_runs_artifacts_are_its_published_ones(client, demo_url):
+    run_id, n = sql(demo_url, 'SELECT "run_id", count(*) FROM "rm_artifacts" GROUP BY 1 ORDER BY 1 LIMIT 1')[0]
+    table = client.get(f"/runs/{run_id}").text.split('id="artifacts"')[1].split("</table>")[0]
+    paths = re.findall(r"<code>(.*?)</code>", table)
+    assert sorted(paths) == sorted(p for (p,) in sql(demo_url, 'SELECT "path" FROM "rm_artifacts" WHERE "run_id" = ?',
+                                                     run_id)) and len(paths) == n
