@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -127,16 +128,32 @@ def test_no_network_even_to_the_hosts_loopback(case, limits):
 
 
 def _node_processes_left():
-    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real >= 1_500_000]
+    """Processes left under the uids of this process's nodes (train.env.sandbox gives each
+    process 100 of its own: another test run's nodes on the machine are not this test's)."""
+    from train.env.sandbox import UID_BASE
+
+    mine = range(UID_BASE + os.getpid() % 1000 * 100, UID_BASE + os.getpid() % 1000 * 100 + 100)
+    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real in mine]
+
+
+def _processes_under(root: str) -> list:
+    """Processes whose working directory is under `root` (a node's is its workspace)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.cwd().startswith(root):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(case, limits):
-    before = len(psutil.pids())
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("fork_bomb.py"),
                            limits=dataclasses.replace(limits, timeout_s=2))
     assert record["status"] in ("timeout", "crashed") and record["reward"] == -0.5
     time.sleep(0.2)
-    assert len(psutil.pids()) <= before + 3
+    assert _processes_under(limits.workspace_root) == []
     assert _node_processes_left() == []
 
 
