@@ -14,6 +14,7 @@ from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
+from warehouse.run_life import life_line, read_life
 
 PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint")
 TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_reward_mean",
@@ -103,45 +104,6 @@ def rows(con, sql: str, *params) -> list[dict]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
-
-
-# --- the run's life: its state and last activity (run_state) -------------------------------
-
-#: whose clock run_state.last_activity_at is (its last_activity_from), as a page says it
-ACTIVITY_FROM = {
-    "trainer": "its trainer's record (last heartbeat, end or committed round)",
-    "file names": "the time stamped in its round files' names",
-    "file time": "its files' modification time (file time): they carry no time of their own, so "
-                 "a copied or downloaded root shows when it was copied, not the run's own clock",
-}
-
-
-def read_life(con, run_id: str) -> dict:
-    """The run's run_state row (state, start, end and exit reason, last activity and whose
-    clock it is); {"state": None} for a run the view does not know."""
-    found = rows(con, 'SELECT * FROM "run_state" WHERE "run_id" = ?', run_id)
-    return found[0] if found else {"state": None}
-
-
-def life_line(life: dict) -> str:
-    """The report's line under its title: the run's state, start, end (and exit reason), and
-    its last activity with whose clock that is, so a file time never passes for the run's."""
-    from warehouse.formatting import format_value
-
-    esc = html.escape
-    if not life.get("state"):
-        return ""
-    parts = [f"state <b class='state state-{esc(life['state'])}'>{esc(life['state'])}</b>"]
-    if life.get("started_at"):
-        parts.append(f"started {format_value(life['started_at'])} UTC")
-    if life.get("ended_at"):
-        reason = f" ({esc(life['exit_reason'])})" if life.get("exit_reason") else ""
-        parts.append(f"ended {format_value(life['ended_at'])} UTC{reason}")
-    if life.get("last_activity_at"):
-        source = ACTIVITY_FROM.get(life.get("last_activity_from"), "")
-        parts.append(f"last activity {format_value(life['last_activity_at'])} UTC"
-                     + (f", from {esc(source)}" if source else ""))
-    return f"<p id='run-life'>{'; '.join(parts)}.</p>"
 
 
 # --- the per-task dashboard ----------------------------------------------------------------

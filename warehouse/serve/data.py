@@ -11,7 +11,8 @@ import contextlib
 from dataclasses import dataclass, field
 
 from warehouse.errors import TerminalError
-from warehouse.report import RunData, read_life, read_run, rows
+from warehouse.report import RunData, read_run, rows
+from warehouse.run_life import read_life
 
 BUSY_WAIT_S = 3.0
 
