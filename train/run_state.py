@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ingest.lifecycle import RunStart, record_end, record_heartbeat, record_start
+from warehouse import vocabulary as vocab
 from warehouse.errors import DatabaseLockedError
 
 HEARTBEAT_S = 30.0
@@ -47,13 +48,13 @@ def utc_now() -> datetime:
 def end_of(exc: BaseException | None) -> tuple[str, str]:
     """(end_status, exit_reason) for the exception a run ended on (None: it returned)."""
     if exc is None:
-        return "finished", "completed"
+        return vocab.FINISHED, "completed"
     if isinstance(exc, KeyboardInterrupt):
-        return "stopped", "KeyboardInterrupt"
+        return vocab.STOPPED_RUN, "KeyboardInterrupt"
     if isinstance(exc, SystemExit):
-        return "stopped", f"SystemExit({exc.code})"
+        return vocab.STOPPED_RUN, f"SystemExit({exc.code})"
     first = (str(exc).strip().splitlines() or [""])[0][:500]
-    return "failed", f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return vocab.FAILED, f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 class RunLife:

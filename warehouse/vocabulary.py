@@ -19,6 +19,14 @@ NO_SUBMISSION = "no_submission"
 INVALID_SUBMISSION = "invalid_submission"
 STATUSES = (OK, CRASHED, TIMEOUT, NO_CODE, NO_SUBMISSION, INVALID_SUBMISSION)
 
+# --- run states (the run_state view's "state"): a trainer records how its run ended (the
+# first three); the view derives the rest from its heartbeat, a dangling run directory, or no
+# trainer record at all
+FINISHED, FAILED, STOPPED_RUN = "finished", "failed", "stopped"
+RUNNING, LOST, IMPORTED = "running", "lost", "imported"
+END_STATES = (FINISHED, FAILED, STOPPED_RUN)
+RUN_STATES = (RUNNING, FINISHED, FAILED, STOPPED_RUN, LOST, IMPORTED)
+
 # --- expansion modes (invariant 2: draft exactly when the node has no parent)
 DRAFT, IMPROVE, DEBUG = "draft", "improve", "debug"
 MODES = (DRAFT, IMPROVE, DEBUG)

@@ -74,3 +74,15 @@ def test_the_reader_sees_the_literals(tmp_path):
                     "  AND \"reward\" NOT IN (-0.5, -0.3, -1.0)\n")
     assert _scalars(_code(view)) == {"status": {"okay"}}
     assert _lists(_code(view)) == {"reward": [(-0.5, -0.3, -1.0)]}
+
+
+def test_the_run_states_are_the_vocabularys():
+    # the view's derived states are literals in its CASE; the ended ones are what a trainer wrote
+    code = _code(SQL / "run_state.sql")
+    state = code[code.index("CASE"):code.index('END AS "state"')]
+    derived = set(re.findall(r"(?:THEN|ELSE) '([a-z]+)'", state))
+    assert derived == {vocab.LOST, vocab.IMPORTED, vocab.RUNNING}
+    assert set(vocab.RUN_STATES) == derived | set(vocab.END_STATES)
+    from train.run_state import end_of
+
+    assert {end_of(None)[0], end_of(KeyboardInterrupt())[0], end_of(ValueError("x"))[0]} == set(vocab.END_STATES)

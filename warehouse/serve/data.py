@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from warehouse import vocabulary as vocab
 from warehouse.errors import TerminalError
 from warehouse.report import RunData, read_run, rows
 from warehouse.run_life import read_life
@@ -70,7 +71,7 @@ WHERE (CAST(? AS VARCHAR) IS NULL OR r."question_id" = ?)
 ORDER BY coalesce(st."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
 '''
 #: the run states of run_state, in the order the runs page offers them
-STATES = ("running", "finished", "failed", "stopped", "lost", "imported")
+STATES = vocab.RUN_STATES
 
 
 @dataclass
