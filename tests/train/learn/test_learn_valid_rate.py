@@ -7,10 +7,12 @@ Each step is one draft expansion of 16 siblings per task, as the loop's first ro
 valid rate is measured on 24 fresh drafts per task before and after, with the same sampling
 seed (so the two samples differ only by the weights).
 
-Two steps: at this learning rate the gain holds for a few steps and then depends on the seed
-(seed 0: 0.625 -> 0.719 after 2 steps, back to 0.625 after 4, when a quarter of the drafts
-lose their code fence; seed 1: 0.625 -> 0.703 -> 0.812). The learning benchmark measures the
-loop itself over seeds.
+Four steps. The adapter starts from the run's seed (train.policy.loader.wrap_lora); measured
+here for seeds 0-3, the valid rate goes 0.625 -> 0.635, 0.656, 0.646, 0.646 after 2 steps and
+-> 0.708, 0.708, 0.688, 0.688 after 4, the Kaggle-path share 0.229 -> 0.167 after 2 and
+0.083-0.104 after 4. Two steps gain one to three drafts of 96, which the machine's float sums
+can take back (seed 0 stayed at 0.625 inside the full suite on 2 cores), four steps six to
+eight. The learning benchmark measures the loop itself over seeds.
 
 The tiny policy starts with one failure it can unlearn: about 30% of its scripts read the
 data from Kaggle's paths and crash (train.tiny.corpus, `habit`). Its other failures are
@@ -26,13 +28,12 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 from train.tiny.corpus import KAGGLE_INPUT
 
 pytestmark = pytest.mark.slow
 
-STEPS, SIBLINGS, EVAL_DRAFTS, SEED = 2, 16, 24, 0
+STEPS, SIBLINGS, EVAL_DRAFTS, SEED = 4, 16, 24, 0
 EVAL_SEED = 10_000
 
 
@@ -54,7 +55,6 @@ class Bench:
         from train.learner import make_learner
         from train.settings import RunOptions, resolve_settings
 
-        torch.manual_seed(seed)  # the adapter's initialisation
         opts = RunOptions(model="tiny", device="cpu", seed=seed, tiny_cache=str(cache))
         self.arm, knobs, overrides = resolve_settings(opts)
         self.lr = overrides["learning_rate"]
@@ -115,7 +115,7 @@ def test_a_few_grpo_steps_raise_the_bundled_tasks_valid_rate(tiny_cache):
     assert metrics[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the first step starts at the reference
     assert habit_before >= 0.15, "the tiny policy no longer has its Kaggle-path habit to unlearn"
     assert habit_after <= habit_before - 0.05
-    # the habit's share falls by five drafts or more; the valid share rises, by how much depends
-    # on the machine's float sums (0.625 -> 0.719 here, 0.625 -> 0.635 on CI's machine: the
-    # other failures are one-token slips that the same two steps move either way)
+    # the habit's share falls by five drafts or more and the valid share rises (by six drafts
+    # or more on every seed measured; the other failures are one-token slips that a step moves
+    # either way)
     assert after > before, f"valid rate {before:.3f} -> {after:.3f}"
