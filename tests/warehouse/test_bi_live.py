@@ -3,7 +3,8 @@ warehouse read-only on connect, read with pandas while a writer commits rounds i
 warehouse (a `ducklake:sqlite:` catalog here). The recipe's code block runs as written, with
 only its CATALOG path pointed at this test's catalog. A reader never blocks the writer: the
 writer commits while a reader holds an open connection and transaction, and every read taken
-during a writer loop sees whole rounds only."""
+during a writer loop sees whole rounds only. The writer is a stand-in committing through
+`train run`'s own write path, and, once, `train run` itself."""
 from __future__ import annotations
 
 import re
@@ -116,3 +117,35 @@ def test_reads_during_a_writer_loop_see_only_whole_rounds(lake):
         time.sleep(0.3)  # leave the writer some of the machine's cores
     finish(writer)
     assert seen == sorted(seen) and seen[-1] == 4  # never back in time; the last read sees all
+
+
+def test_train_run_commits_its_rounds_while_a_reader_holds_its_connection(lake, tmp_path):
+    # the recipe's client against the real writer: `train run` (the tiny policy, two short rounds,
+    # nodes in the sandbox) commits both rounds, never spooling, while a reader's transaction
+    # stays open on its snapshot; the reader's next transaction sees both rounds
+    import shutil
+
+    import pandas as pd
+    import sqlalchemy as sa
+
+    from tests.isolation import lacking
+
+    if shutil.which("bwrap") is None:
+        lacking("train run needs bubblewrap to execute the policy's code")
+    url, catalog = lake
+    engine = run_recipe(catalog)["engine"]
+    query = sa.text("SELECT \"round\", count(*) AS n FROM nodes WHERE run_id = 'bi_live' GROUP BY ALL ORDER BY ALL")
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        before = node_count(connection)
+        trainer = subprocess.run(
+            [sys.executable, "-m", "train.cli", "run", "--model", "tiny", "--rounds", "2", "--db", url,
+             "--run-id", "bi_live", "--tasks", "mini-tabular-accuracy", "--set", "siblings_per_expansion=2",
+             "--set", "expansions_per_round=1", "--set", "response_cap=32", "--exec-workers", "1",
+             "--no-health-gate", "--quiet", "--checkpoint-dir", str(tmp_path / "ckpt")],
+            cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert trainer.returncode == 0, trainer.stdout + trainer.stderr  # 3 would be a spooled round
+        assert node_count(connection) == before  # the open snapshot is unchanged
+        transaction.commit()
+        frame = pd.read_sql(query, connection)
+    assert frame.values.tolist() == [[1, 2], [2, 2]]
