@@ -213,11 +213,10 @@ def require_sandbox(limits: Limits, where: str = "") -> None:
     fix = ("Let it run (as root, or with unprivileged user namespaces: sysctl "
            "kernel.unprivileged_userns_clone=1)" if installed else
            "Install bubblewrap (apt-get install bubblewrap)")
-    here = f"on {where}" if where else "here"
+    prefix, here, machine = (f"{where}: ", f"on {where}", "that") if where else ("", "here", "this")
     raise SandboxUnavailableError(
-        f"{where + ': ' if where else ''}{caps.bwrap_missing}: model-written code cannot be sandboxed {here}. "
-        f"{fix}, or pass {UNSAFE_FLAG} to run it where it can read every file on {'that' if where else 'this'} "
-        "machine but the tasks root.")
+        f"{prefix}{caps.bwrap_missing}: model-written code cannot be sandboxed {here}. {fix}, or pass "
+        f"{UNSAFE_FLAG} to run it where it can read every file on {machine} machine but the tasks root.")
 
 
 _NO_ISOLATION = Capabilities(False, False, ("isolation disabled by Limits(isolate=False)",))

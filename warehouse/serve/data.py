@@ -167,8 +167,11 @@ def round_axes(con, run_id: str) -> dict[int, dict]:
     rounds = {r for (r,) in con.execute('SELECT DISTINCT "round" FROM "task_rounds" WHERE "run_id" = ? '
                                         'UNION SELECT DISTINCT "step" FROM "steps" WHERE "run_id" = ?',
                                         [run_id, run_id]).fetchall()} | set(written)
-    return {r: {"global": r + offset, "wall": written.get(r, (None, None))[0],
-                "wall_from": written.get(r, (None, None))[1]} for r in sorted(rounds)}
+    axes = {}
+    for r in sorted(rounds):
+        at, source = written.get(r, (None, None))
+        axes[r] = {"global": r + offset, "wall": at, "wall_from": source}
+    return axes
 
 
 def lineage_offset(con, run_id: str, seen: frozenset = frozenset()) -> int:
