@@ -11,7 +11,7 @@ from train.env.tasks import BUNDLED_ROOT
 from train.policy.loader import PolicyLoadError, load_policy, wrap_lora
 from train.tiny.corpus import (KAGGLE_INPUT, break_code, build_examples, jitter, kaggle_paths, kaggle_traceback,
                                response_text, task_solutions)
-from train.tiny.policy import MARKER, TinyRecipe, ensure_tiny_policy, resolve_model_path
+from train.tiny.policy import MARKER, TIME_LIMIT_ENV, TinyRecipe, ensure_tiny_policy, resolve_model_path, time_limit
 
 SMALL = TinyRecipe(hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, vocab_size=400,
                    examples=24, steps=3, batch_size=2)
@@ -108,6 +108,27 @@ def test_a_build_cut_short_by_the_time_limit_says_so(tiny_dir):
     quiet = []
     ensure_tiny_policy(tiny_dir.parent, SMALL, log=quiet.append)
     assert quiet == []
+
+
+def test_the_time_limit_is_the_recipes_unless_the_environment_lifts_or_sets_it(monkeypatch):
+    import math
+
+    monkeypatch.delenv(TIME_LIMIT_ENV, raising=False)
+    assert time_limit(SMALL) == SMALL.time_limit_s == 270.0
+    monkeypatch.setenv(TIME_LIMIT_ENV, "0")
+    assert time_limit(SMALL) == math.inf
+    monkeypatch.setenv(TIME_LIMIT_ENV, "42.5")
+    assert time_limit(SMALL) == 42.5
+    monkeypatch.setenv(TIME_LIMIT_ENV, "five minutes")
+    with pytest.raises(ValueError, match=rf"\${TIME_LIMIT_ENV}='five minutes': give seconds, or 0 for no limit"):
+        time_limit(SMALL)
+
+
+def test_the_tests_build_every_tiny_policy_without_a_time_limit():
+    """tests/conftest.py: the suite's policies are the same on a slow machine as on a fast one."""
+    import os
+
+    assert os.environ.get(TIME_LIMIT_ENV) == "0"
 
 
 def test_recipe_change_changes_the_cache_key():
