@@ -110,6 +110,8 @@ def build_tiny_policy(out: Path, recipe: TinyRecipe, tasks_root: Path, log=print
     """Train tokenizer and model on the corpus and save both into `out`; returns the report."""
     import torch
 
+    limit = time_limit(recipe)  # a bad $TRAIN_TINY_POLICY_TIME_LIMIT fails before the corpus is built
+
     from train.tiny.corpus import build_examples
     from train.policy.tokenizer import train_tokenizer
 
@@ -118,7 +120,7 @@ def build_tiny_policy(out: Path, recipe: TinyRecipe, tasks_root: Path, log=print
     tokenizer = train_tokenizer(_texts(examples), recipe.vocab_size)
     model = _fresh_model(recipe, tokenizer)
     sequences = [_sequence(tokenizer, e) for e in examples]
-    report = _pretrain(model, sequences, tokenizer.pad_token_id, recipe, log)
+    report = _pretrain(model, sequences, tokenizer.pad_token_id, recipe, limit, log)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -153,14 +155,13 @@ def _sequence(tokenizer, example) -> tuple[list[int], int]:
     return prompt + response + [tokenizer.eos_token_id], len(prompt)
 
 
-def _pretrain(model, sequences, pad_id: int, recipe: TinyRecipe, log) -> dict:
+def _pretrain(model, sequences, pad_id: int, recipe: TinyRecipe, limit: float, log) -> dict:
     import torch
 
     rng = random.Random(recipe.seed)
     quiet_cpu_threads()
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, betas=(0.9, 0.95))
     model.train()
-    limit = time_limit(recipe)
     start, loss, step = time.monotonic(), float("nan"), 0
     for step in range(1, recipe.steps + 1):
         for group in opt.param_groups:
