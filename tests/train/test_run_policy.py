@@ -94,20 +94,44 @@ def test_tiny_policy_is_saved_once_and_loads_like_any_checkpoint(tiny_dir):
     assert policy.model.dtype.is_floating_point and str(policy.model.dtype) == "torch.float32"
 
 
-def test_a_build_cut_short_by_the_time_limit_says_so(tiny_dir):
+def test_a_build_cut_short_by_the_time_limit_says_so(tiny_dir, monkeypatch):
     import json
 
+    monkeypatch.delenv(TIME_LIMIT_ENV)  # the user's default: the recipe's 270 s, which the cut build used up
     lines = []
-    cut = {**json.loads((tiny_dir / MARKER).read_text()), "steps": 1}
-    (tiny_dir / MARKER).write_text(json.dumps(cut))
+    full = json.loads((tiny_dir / MARKER).read_text())
+    (tiny_dir / MARKER).write_text(json.dumps({**full, "steps": 1, "seconds": 270.4}))
     try:
         ensure_tiny_policy(tiny_dir.parent, SMALL, log=lines.append)
     finally:
-        (tiny_dir / MARKER).write_text(json.dumps({**cut, "steps": SMALL.steps}))
+        (tiny_dir / MARKER).write_text(json.dumps(full))
     assert any("stopped at step 1 of 3" in line and "--rebuild" in line for line in lines)
+    assert not any("rebuilt" in line for line in lines)  # served from the cache with the warning
     quiet = []
     ensure_tiny_policy(tiny_dir.parent, SMALL, log=quiet.append)
     assert quiet == []
+
+
+def test_a_cached_build_cut_short_is_rebuilt_when_the_limit_now_allows_more(tmp_path, monkeypatch):
+    """CI's cache outlives a run: a policy cut at 270 s by an earlier run was served to a later
+    run that had lifted the limit, and the tests of what the policy learns failed on it."""
+    import json
+
+    out = ensure_tiny_policy(tmp_path, SMALL, log=lambda line: None)
+    full = json.loads((out / MARKER).read_text())
+    (out / MARKER).write_text(json.dumps({**full, "steps": 1, "seconds": 270.4}))
+    monkeypatch.setenv(TIME_LIMIT_ENV, "0")
+    lines = []
+    assert ensure_tiny_policy(tmp_path, SMALL, log=lines.append) == out
+    assert any("stopped at step 1 of 3 (270 s); the time limit now allows more, so it is rebuilt" in line
+               for line in lines)
+    assert json.loads((out / MARKER).read_text())["steps"] == SMALL.steps
+    monkeypatch.setenv(TIME_LIMIT_ENV, "200")  # less than the cut build had: served, with the warning
+    (out / MARKER).write_text(json.dumps({**full, "steps": 1, "seconds": 270.4}))
+    lines = []
+    ensure_tiny_policy(tmp_path, SMALL, log=lines.append)
+    assert json.loads((out / MARKER).read_text())["steps"] == 1
+    assert any("--rebuild" in line for line in lines)
 
 
 def test_the_time_limit_is_the_recipes_unless_the_environment_lifts_or_sets_it(monkeypatch):
