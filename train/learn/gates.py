@@ -22,6 +22,7 @@ class GateTask:
     task: str
     ok_nodes: int
     bad_ok_rewards: int
+    failures: str = ""  # the other nodes' statuses and exception types, most common first
 
 
 def health_gate(con, run_id: str) -> tuple[bool | None, list[GateTask]]:
@@ -41,7 +42,15 @@ def health_gate(con, run_id: str) -> tuple[bool | None, list[GateTask]]:
         LEFT JOIN "nodes" AS n ON n."run_id" = ? AND n."round" = ? AND n."task" = k."task"
         GROUP BY k."task" ORDER BY k."task"
         """, [run_id, row[1]] * 3).fetchall()
-    return row[0], [GateTask(*t) for t in tasks]
+    failures: dict[str, list[str]] = {}
+    for task, status, exc_type, count in con.execute(
+            """
+            SELECT "task", "status", coalesce("exc_type", ''), count(*) FROM "nodes"
+            WHERE "run_id" = ? AND "round" = ? AND "status" IS DISTINCT FROM 'ok'
+            GROUP BY ALL ORDER BY 4 DESC, 2, 3
+            """, [run_id, row[1]]).fetchall():
+        failures.setdefault(task, []).append(f"{count} {status}" + (f" {exc_type}" if exc_type else ""))
+    return row[0], [GateTask(*t, failures=", ".join(failures.get(t[0], []))) for t in tasks]
 
 
 def check_health_gate(con, run_id: str) -> str:
@@ -53,6 +62,7 @@ def check_health_gate(con, run_id: str) -> str:
     if not passed:
         reasons = [f"{t.task}: {t.ok_nodes} ok nodes" + (f", {t.bad_ok_rewards} ok rewards outside [0, 1]"
                                                           if t.bad_ok_rewards else "")
+                   + (f" ({t.failures})" if t.failures and t.ok_nodes == 0 else "")
                    for t in tasks if t.ok_nodes == 0 or t.bad_ok_rewards]
         raise HealthGateError(f"health gate failed after step 1 of run {run_id} ({'; '.join(reasons)}). "
                               "Fix the tasks or the policy, or rerun with --no-health-gate to continue")

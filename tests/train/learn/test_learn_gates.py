@@ -12,11 +12,11 @@ from warehouse.errors import TerminalError
 _line = iter(range(1, 10_000))
 
 
-def _node(con, run_id, round_no, task, status, reward):
+def _node(con, run_id, round_no, task, status, reward, exc_type=None):
     n = next(_line)
     con.execute('INSERT INTO "nodes" ("source_id", "line_no", "run_id", "round", "task", "node_id", '
-                '"status", "reward", "mode") VALUES (1, ?, ?, ?, ?, ?, ?, ?, \'draft\')',
-                [n, run_id, round_no, task, f"n{n}", status, reward])
+                '"status", "reward", "mode", "exc_type") VALUES (1, ?, ?, ?, ?, ?, ?, ?, \'draft\', ?)',
+                [n, run_id, round_no, task, f"n{n}", status, reward, exc_type])
 
 
 def _run(con, run_id, resumed_from=None, step=None):
@@ -32,10 +32,15 @@ def test_health_gate_passes_and_fails_from_the_warehouse(db_url):
             _node(con, "good", 1, task, "crashed", -0.5)
         _run(con, "bad")
         _node(con, "bad", 1, "a", "ok", 0.7)
-        _node(con, "bad", 1, "b", "crashed", -0.5)
+        _node(con, "bad", 1, "b", "crashed", -0.5, "NameError")
+        _node(con, "bad", 1, "b", "crashed", -0.5, "MemoryLimitError")
+        _node(con, "bad", 1, "b", "timeout", -0.5, "TimeoutError")
+        _node(con, "bad", 1, "b", "crashed", -0.5, "NameError")
         _node(con, "bad", 2, "b", "ok", 0.9)  # a later round does not rescue round 1
         assert "2 tasks" in check_health_gate(con, "good")
-        with pytest.raises(HealthGateError, match=r"run bad \(b: 0 ok nodes\).*--no-health-gate"):
+        # the message says why the task's nodes failed, most common first
+        with pytest.raises(HealthGateError, match=r"run bad \(b: 0 ok nodes \(2 crashed NameError, 1 crashed "
+                                                  r"MemoryLimitError, 1 timeout TimeoutError\)\).*--no-health-gate"):
             check_health_gate(con, "bad")
         _run(con, "odd")
         _node(con, "odd", 3, "a", "ok", 1.5)
