@@ -35,6 +35,7 @@ with a warning (logged once and listed in ``ExecResult.warnings``) naming what i
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import itertools
 import json
@@ -63,6 +64,11 @@ SETUP_FAILED = 97
 # many seconds, and a probe that timed out would make train run refuse for want of bubblewrap.
 PROBE_TIMEOUT_S = 300
 UID_BASE = 1_500_000  # far above any real account; one uid per concurrently running node
+UID_SPAN = 100_000
+# One lock file per node uid in use on the machine, held (flock) from staging until the node's
+# processes are gone: runs at once whose pids agree mod 1000 would otherwise share uids, and one
+# node's straggler sweep (by uid) would kill the other's node.
+UID_LOCKS = Path("/tmp/rollout-warehouse-node-uids")
 _uid_counter = itertools.count()
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
@@ -138,9 +144,9 @@ def run_job(job: SandboxJob) -> ExecResult:
     """Stage, execute and retrieve one node. Never raises: failures become ``infra``."""
     started = time.time()
     where = f"local:{socket.gethostname()}:{os.getpid()}"
-    workspace = None
+    workspace, lease = None, None
     try:
-        workspace, uid, warnings = _stage(job)
+        workspace, uid, warnings, lease = _stage(job)
         staged = time.time()
         result = _execute(job, workspace, uid)
         executed = time.time()
@@ -152,6 +158,8 @@ def run_job(job: SandboxJob) -> ExecResult:
     finally:
         if workspace is not None:
             shutil.rmtree(workspace.parent, ignore_errors=True)
+        if lease is not None:
+            os.close(lease)  # the uid's processes are gone: another node may take it
     result.where = where
     result.exec_timings = {"pending": round(started - job.submitted_at, 4),
                            "stage": round(staged - started, 4),
@@ -162,8 +170,9 @@ def run_job(job: SandboxJob) -> ExecResult:
 
 # --- stage ---------------------------------------------------------------------------------
 
-def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str]]:
-    """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid."""
+def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str], int | None]:
+    """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid
+    (and the lock that holds the uid, released once the node is over)."""
     base = workspaces.new_workspace(job.limits.workspace_root)
     workspace = base / "ws"
     caps = _caps(job.limits)
@@ -176,12 +185,36 @@ def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str]]:
     (workspace / "solution.py").write_text(job.code)
     # Without a mount namespace a node uid may be unable to reach the interpreter or workspace.
     own_uid = caps.uid_switch and (caps.namespaces or not _closed_ancestors(job.limits.python, workspace))
-    uid = UID_BASE + os.getpid() % 1000 * 100 + next(_uid_counter) % 100 if own_uid else None
-    if uid is not None:
-        for path in (workspace, workspace / "submission", workspace / "tmp", workspace / "solution.py"):
-            os.chown(path, uid, uid)
-        os.chmod(base, 0o755)
-    return workspace, uid, list(caps.warnings)
+    uid, lease = lease_uid() if own_uid else (None, None)
+    try:
+        if uid is not None:
+            for path in (workspace, workspace / "submission", workspace / "tmp", workspace / "solution.py"):
+                os.chown(path, uid, uid)
+            os.chmod(base, 0o755)
+    except OSError:
+        os.close(lease)
+        raise
+    return workspace, uid, list(caps.warnings), lease
+
+
+def lease_uid() -> tuple[int, int]:
+    """(a node uid no other node on the machine holds, the open lock file that holds it).
+
+    Tries this process's block of 100 first (pid mod 1000), in turn, then the blocks after it;
+    a uid is taken when its lock file's flock is: close the returned descriptor to give it back.
+    """
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    start = os.getpid() % 1000 * 100 + next(_uid_counter) % 100
+    for step in range(UID_SPAN):
+        uid = UID_BASE + (start + step) % UID_SPAN
+        fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise SandboxSetupError(f"no free node uid: all {UID_SPAN:,} from {UID_BASE:,} are held ({UID_LOCKS})")
 
 
 @dataclass(frozen=True)

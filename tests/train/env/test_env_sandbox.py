@@ -306,3 +306,34 @@ def test_a_hidden_dir_inside_a_bound_prefix_is_covered(tmp_path):
     covered = [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 3:i + 4] == [argv[i + 1]]]
     assert covered == [inside]
     assert argv[argv.index(inside) + 1:argv.index(inside) + 3] == ["--remount-ro", inside]
+
+
+def test_a_node_uid_is_held_by_one_node_on_the_machine_at_a_time(monkeypatch):
+    """Two runs whose pids agree mod 1000 start from the same uid: the second takes the next
+    free one while the first node holds it, and that uid again once it is given back."""
+    import itertools
+    import subprocess
+    import sys
+
+    from train.env import sandbox
+
+    monkeypatch.setattr(sandbox, "_uid_counter", itertools.count(7))
+    uid, lease = sandbox.lease_uid()
+    other = ("import itertools, os; from train.env import sandbox; "
+             f"os.getpid = lambda: {os.getpid()}; sandbox._uid_counter = itertools.count(7); "
+             "print(sandbox.lease_uid()[0])")
+
+    def lease_elsewhere() -> int:
+        out = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, check=True)
+        return int(out.stdout)
+
+    try:
+        assert uid == sandbox.UID_BASE + os.getpid() % 1000 * 100 + 7
+        assert lease_elsewhere() == uid + 1  # the same start, another process: not the held uid
+        monkeypatch.setattr(sandbox, "_uid_counter", itertools.count(7))
+        second, second_lease = sandbox.lease_uid()  # this process's next node too
+        os.close(second_lease)
+        assert second == uid + 1
+    finally:
+        os.close(lease)
+    assert lease_elsewhere() == uid  # given back
