@@ -122,7 +122,7 @@ def test_train_run_and_train_rm_exported_and_restored_give_back_every_table(
     monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     runner = CliRunner()
     # --no-health-gate: the round trip is this test's subject, and every round's rows are written
-    # whatever its nodes did (a CI run once saw both canned nodes fail and the gate stop the run)
+    # whatever its nodes did (both canned nodes can fail, and the gate would then stop the run)
     result = runner.invoke(train_main, ["run", "--model", str(policy_dir), "--rounds", "2", "--tasks", TASK,
                                         "--no-health-gate",
                                         "--db", trained, "--set", "siblings_per_expansion=2", "--run-id", "rt_run",

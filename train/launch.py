@@ -37,8 +37,8 @@ def launch(nproc: int, opts, rank_setup=None):
         raise TerminalError(f"--nproc {nproc}: expected 1 or more processes")
     # spawn: each rank a fresh interpreter, as torchrun starts them. Never a fork of the caller:
     # a forked child cannot use CUDA, and once the caller has computed with torch on the CPU
-    # (OpenMP's threads started) a forked child's first parallel op crashes or hangs (under
-    # pytest rank 0 died of SIGSEGV in its first forward, or waited 30 minutes in CI). A fork
+    # (OpenMP's threads started) a forked child's first parallel op crashes or hangs (rank 0
+    # dies of SIGSEGV in its first forward, or waits forever). A fork
     # server forks safely, but its ranks write to the streams it was started with.
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,

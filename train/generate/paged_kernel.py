@@ -87,10 +87,10 @@ def _kernel():
 TILE = 64
 TARGET_PROGRAMS = 528  # 4 per SM of an H200: enough splits to fill it when few rows are left
 WARPS, STAGES = 4, 2
-# What a split covers: "row" (a row's own length / splits) or "width" (the table's, as before).
-# End to end on the arm mix at cap 32,768 (1.7B), "row" ran the long tail's 7 rows at 88 decode
-# steps/s against 68 and the whole mix in 415.6 s against 466.8 (0.534 of the bound against 0.475;
-# two sessions, two machines). Alone on paged_kernel_bench's scenarios, where the table width is
+# What a split covers: "row" (a row's own length / splits) or "width" (the table's width).
+# End to end on the arm mix at cap 32,768 (1.7B, one H200), "row" ran the long tail's 7 rows at 88
+# decode steps/s against 68 and the whole mix in 415.6 s against 466.8 (0.534 of the bound against
+# 0.475; two calls on two machines of the same kind: benchmarks/RESULTS.md). Alone on paged_kernel_bench's scenarios, where the table width is
 # the bucket of the longest row, "width" is 1.05x faster summed (same run): fewer, longer programs.
 SPLIT = "row"
 LAYOUT = "nhd"  # what the pool of train.generate.paged holds (the benchmark's baseline)
