@@ -44,8 +44,9 @@ import sys
 import time
 from pathlib import Path
 
-PHASES = ("gen_s", "old_log_prob_s", "ref_s", "adv_s", "update_actor_s", "update_weights_s", "save_checkpoint_s",
-          "total_s")
+from warehouse.vocabulary import STEP_PHASE_COLUMNS
+
+PHASES = (*STEP_PHASE_COLUMNS, "total_s")
 
 
 def texts() -> list[str]:

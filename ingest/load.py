@@ -16,6 +16,7 @@ from ingest.lines import RawLines, explain_json_error
 from ingest.normalize import STEP_METRIC_FIELDS, SUMMARY_FIELDS, normalize
 from ingest.sources import Source, record_errors
 from warehouse.db import quote_identifier as qi
+from warehouse.vocabulary import STEP_PHASE_COLUMNS
 
 NODE_COLUMNS = (
     "node_id", "step", "record_round", "exp_id", "parent_id", "sibling_group", "mode", "plan",
@@ -31,8 +32,7 @@ NODE_COLUMNS = (
 PAYLOAD_COLUMNS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
                    "response_logprobs")
 STEP_METRIC_COLUMNS = tuple(f.column for f in STEP_METRIC_FIELDS) + ("extra",)
-STEP_COLUMNS = ("step", "total_s", "update_weights_s", "gen_s", "old_log_prob_s", "ref_s",
-                "adv_s", "update_actor_s", "save_checkpoint_s", "extra")
+STEP_COLUMNS = ("step", "total_s", *STEP_PHASE_COLUMNS, "extra")
 SUMMARY_COLUMNS = tuple(f.column for f in SUMMARY_FIELDS) + ("extra",)
 STAGED_KIND = {"nodes": "node", "summary": "summary", "timing": "timing",
                "wandb_history": "history", "wandb_config": "history",

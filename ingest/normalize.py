@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from warehouse.db import quote_identifier as qi
+from warehouse.vocabulary import STEP_PHASE_COLUMNS, STEP_PHASES
 
 MAX_REASONS = 3  # a line's reason lists at most this many field problems
 
@@ -109,12 +110,10 @@ SUMMARY_FIELDS: tuple[Field, ...] = (
     _f("gen_llm_seconds", "float"), _f("gen_exec_seconds", "float"),
 )
 
-PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor",
-          "save_checkpoint")
 TIMING_FIELDS: tuple[Field, ...] = (
     _f("step", "int", strict=True, required=True),
     _f("total_s", "float", strict=True),
-    Field("phases_s", None, "dict", parts=tuple((p, f"{p}_s") for p in PHASES)),
+    Field("phases_s", None, "dict", parts=tuple(zip(STEP_PHASES, STEP_PHASE_COLUMNS))),
 )
 
 # The learner's per-step metrics (step_metrics): a value that is not a finite number of the

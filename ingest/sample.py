@@ -42,9 +42,8 @@ from pathlib import Path
 from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
 from ingest.rm_sample import write_rm_run
 from warehouse import vocabulary as vocab
-from warehouse.vocabulary import STATUSES
+from warehouse.vocabulary import CHECKPOINT_PHASE, STATUSES, STEP_PHASES
 
-PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor")
 
 # task -> (low, high, higher_is_better) of its raw competition metric
 METRIC = {
@@ -396,9 +395,8 @@ class _RootWriter:
     def write_timing(self, run_dir: Path, spec: RunSpec) -> None:
         lines = []
         for step in spec.timing_steps:
-            phases = {p: round(self.rng.uniform(*_PHASE_RANGE[p]), 3) for p in PHASES}
-            if step in spec.checkpoint_steps:
-                phases["save_checkpoint"] = round(self.rng.uniform(20, 90), 3)
+            phases = {p: round(self.rng.uniform(*_PHASE_RANGE[p]), 3)
+                      for p in STEP_PHASES if p != CHECKPOINT_PHASE or step in spec.checkpoint_steps}
             total = round(sum(phases.values()) + self.rng.uniform(0.0, 0.4), 3)
             lines.append(json.dumps({"step": step, "total_s": total, "phases_s": phases}))
         (run_dir / "timing.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
@@ -434,7 +432,7 @@ class _RootWriter:
 
 
 _PHASE_RANGE = {"update_weights": (20, 60), "gen": (1500, 4000), "old_log_prob": (60, 200),
-                "ref": (60, 200), "adv": (0.5, 3), "update_actor": (300, 900)}
+                "ref": (60, 200), "adv": (0.5, 3), "update_actor": (300, 900), CHECKPOINT_PHASE: (20, 90)}
 
 
 def _expansions(spec: RunSpec, rnd: int) -> list[tuple[int, int]]:

@@ -15,8 +15,7 @@ from pathlib import Path
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
 from warehouse.run_life import life_line, read_life
-
-PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint")
+from warehouse.vocabulary import STEP_PHASES as PHASES  # the name warehouse.serve.figures imports
 TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_reward_mean",
                 "reward_best", "groups", "groups_with_signal_rate", "mean_response_tokens",
                 "resp_clip_rate", "clipped_at_cap", "complete")

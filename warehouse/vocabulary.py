@@ -27,6 +27,13 @@ RUNNING, LOST, IMPORTED = "running", "lost", "imported"
 END_STATES = (FINISHED, FAILED, STOPPED_RUN)
 RUN_STATES = (RUNNING, FINISHED, FAILED, STOPPED_RUN, LOST, IMPORTED)
 
+# --- step phases: the keys of a timing.jsonl row's "phases_s" (the seeds' names), each a
+# `<phase>_s` column of `steps`, in the order the steps table, the reports and the sample
+# warehouse list them. Only steps that save a checkpoint have the last.
+CHECKPOINT_PHASE = "save_checkpoint"
+STEP_PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", CHECKPOINT_PHASE)
+STEP_PHASE_COLUMNS = tuple(f"{phase}_s" for phase in STEP_PHASES)
+
 # --- expansion modes (invariant 2: draft exactly when the node has no parent)
 DRAFT, IMPROVE, DEBUG = "draft", "improve", "debug"
 MODES = (DRAFT, IMPROVE, DEBUG)

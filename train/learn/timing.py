@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint")
+from warehouse.vocabulary import STEP_PHASES
 
 
 def _sync() -> None:
@@ -27,8 +27,8 @@ class PhaseTimer:
 
     @contextlib.contextmanager
     def phase(self, name: str):
-        if name not in PHASES:
-            raise ValueError(f"unknown phase {name!r}; phases are {', '.join(PHASES)}")
+        if name not in STEP_PHASES:
+            raise ValueError(f"unknown phase {name!r}; phases are {', '.join(STEP_PHASES)}")
         _sync()
         if self.watch is not None:
             self.watch.phase_started(name)
