@@ -42,6 +42,7 @@ from pathlib import Path
 from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
 from ingest.rm_sample import write_rm_run
 from warehouse import vocabulary as vocab
+from warehouse.tree_rules import best_node, expansion_mode
 from warehouse.vocabulary import CHECKPOINT_PHASE, STATUSES, STEP_PHASES
 
 
@@ -269,7 +270,7 @@ class _RootWriter:
              parent: dict | None, status: str) -> dict:
         rec = {"id": self.hex_id(), "step": step if spec.style == "002" else 0, "round": rnd,
                "exp_id": task, "parent_id": parent["id"] if parent else None,
-               "sibling_group": group_id, "mode": _mode(parent)}
+               "sibling_group": group_id, "mode": expansion_mode(parent)}
         rec.update(self.outcome(spec, task, status))
         rec.update(self.payload(spec, task, rec))
         if spec.schema in ("B", "C"):
@@ -374,7 +375,7 @@ class _RootWriter:
 
     # round-level files
     def summary(self, spec: RunSpec, rnd: int, task: str, ts: int, records: list[dict]) -> dict:
-        best = _best(records)
+        best = best_node(records)
         out = {"exp_id": task, "round": rnd, "model": spec.model}
         if spec.style == "000":
             out["exec_backend"] = "k8s"
@@ -444,22 +445,10 @@ def _expansions(spec: RunSpec, rnd: int) -> list[tuple[int, int]]:
 
 def _finish_group(nodes: list[dict], schema: str) -> None:
     if schema == "C":
-        best = _best(nodes)
+        best = best_node(nodes)
         for n in nodes:
             n["group_best"] = best is not None and n["id"] == best["id"]
             n["medal"] = "none" if n["status"] == "ok" else None
-
-
-def _best(records: list[dict]) -> dict | None:
-    """The ok node with the highest oriented (ties: smallest id), as docs/metrics.md defines."""
-    ok = [r for r in records if r["status"] == "ok"]
-    return min(ok, key=lambda r: (-r["oriented"], r["id"])) if ok else None
-
-
-def _mode(parent: dict | None) -> str:
-    if parent is None:
-        return "draft"
-    return "improve" if parent["status"] == "ok" else "debug"
 
 
 def _humanrank(metric: float, low: float, high: float, higher: bool) -> float:
@@ -514,7 +503,7 @@ def _term_tail(rec: dict) -> str:
 def _tree_text(records: list[dict]) -> str:
     lines = [f"[{r['id']}] {r['mode']} {r['status']} test={r['test_metric']} "
              f"sib_grp={r['sibling_group']}" for r in records]
-    best = _best(records)
+    best = best_node(records)
     groups = len({r["sibling_group"] for r in records})
     lines.append(f"nodes={len(records)} sibling_groups={groups}")
     lines.append(f"valid={sum(r['status'] == 'ok' for r in records)} "
@@ -523,7 +512,7 @@ def _tree_text(records: list[dict]) -> str:
 
 
 def _transcript_text(task: str, rnd: int, records: list[dict]) -> str:
-    best = _best(records)
+    best = best_node(records)
     head = (f"# {task} round {rnd}\n\nnodes: {len(records)}  valid: "
             f"{sum(r['status'] == 'ok' for r in records)}  best: "
             f"{best['test_metric'] if best else None}\n\n## Tree\n")

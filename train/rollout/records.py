@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from train.generate.base import Completion
 from train.rollout.tree import Expansion, new_id
+from warehouse.tree_rules import best_node
 from warehouse.vocabulary import CRASHED, INFRASTRUCTURE_REWARD, PROMPT_ERROR_EXC_TYPE
 
 PROMPT_ERROR_REWARD = INFRASTRUCTURE_REWARD  # not the policy's doing: no tokens to learn from
@@ -90,12 +91,6 @@ def task_round_summary(task: str, round: int, records: list[dict], *, model: str
         "rollout_file": rollout_file, "workspace": workspace,
         "gen_llm_seconds": round_s(gen_llm_seconds), "gen_exec_seconds": round_s(gen_exec_seconds),
     }
-
-
-def best_node(records: list[dict]) -> dict | None:
-    """The ok node with the highest `oriented` (ties: smallest id), as docs/metrics.md recounts it."""
-    ok = [r for r in records if r["status"] == "ok" and r.get("oriented") is not None]
-    return min(ok, key=lambda r: (-r["oriented"], r["id"])) if ok else None
 
 
 def round_s(seconds: float) -> float:

@@ -7,7 +7,7 @@ each node's plan and result.
 """
 from __future__ import annotations
 
-from train.rollout.records import best_node
+from warehouse.tree_rules import best_node
 
 
 def _ordered(records: list[dict]) -> list[tuple[int, dict]]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from train.rollout.prompts import messages_for
 from train.rollout.rng import expansion_rng
+from warehouse.tree_rules import expansion_mode
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def plan_expansion(tree: TaskTree, description: str, round: int, index: int,
     """Choose draft / improve / debug for the next expansion of `tree` and build its prompt."""
     rng = expansion_rng(run_seed, round, tree.task, index)
     choice = choose_parent(tree, settings, rng)
-    mode = mode_for(choice.parent)
+    mode = expansion_mode(choice.parent)
     return Expansion(task=tree.task, round=round, index=index, mode=mode, choice=choice,
                      sibling_group=new_id(rng), messages=messages_for(mode, description, choice.parent),
                      rng=rng)
@@ -93,12 +94,6 @@ def choose_parent(tree: TaskTree, settings: SearchSettings, rng: random.Random) 
     weights = softmax([float(n["reward"]) for n in candidates], settings.softmax_temperature)
     pick = rng.choices(range(len(candidates)), weights=weights)[0]
     return Choice(candidates[pick], (1 - settings.draft_prob) * weights[pick], len(candidates))
-
-
-def mode_for(parent: dict | None) -> str:
-    if parent is None:
-        return "draft"
-    return "improve" if parent.get("status") == "ok" else "debug"
 
 
 def softmax(values: list[float], temperature: float) -> list[float]:

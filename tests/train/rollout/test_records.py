@@ -6,7 +6,8 @@ import sys
 import types
 
 from train.generate.base import Capabilities, Completion, GenRequest, SamplingConfig
-from train.rollout.records import best_node, node_records, prompt_error_record, task_round_summary
+from train.rollout.records import node_records, prompt_error_record, task_round_summary
+from warehouse.tree_rules import best_node
 from train.rollout.render import render_tree
 from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
 

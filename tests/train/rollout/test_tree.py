@@ -7,7 +7,7 @@ import random
 import pytest
 
 from train.rollout.rng import expansion_rng, stable_seed
-from train.rollout.tree import SearchSettings, TaskTree, choose_parent, mode_for, plan_expansion, softmax
+from train.rollout.tree import SearchSettings, TaskTree, choose_parent, plan_expansion, softmax
 
 DESCRIPTION = "# mini\nPredict y."
 
@@ -101,8 +101,5 @@ def test_nodes_without_code_are_never_parents():
     assert choice.parent is None and choice.candidates == 0
 
 
-def test_mode_and_softmax_helpers():
-    assert mode_for(None) == "draft"
-    assert mode_for({"status": "ok"}) == "improve"
-    assert mode_for({"status": "timeout"}) == "debug"
+def test_softmax_helper():
     assert softmax([0.0, 0.0], 1.0) == [0.5, 0.5]
