@@ -65,7 +65,7 @@ PROMPT_ERROR_EXC_TYPE = "PromptTooLongError"
 
 # --- sandbox outcomes: how a node's process ended (train.env.sandbox's ExecResult.outcome)
 EXITED = "exited"  # it ended by itself: its exit status and submission decide the node
-TIMED_OUT = "timeout"  # killed at the time limit (the node's own clock: train.env.meter)
+TIME_LIMIT = "timeout"  # killed at the time limit (the node's own clock: train.env.meter); status TIMEOUT
 IDLE = "idle"  # killed for an idle CPU
 GPU_IDLE = "gpu_idle"  # killed for idle GPUs
 MEMORY = "memory"  # killed over its memory (a GPU node's RSS, before memory_limit; kept for old rows)
@@ -73,7 +73,7 @@ INFRA = "infra"  # the sandbox failed before or around the run
 MEMORY_LIMIT = "memory_limit"  # killed at the per-node memory limit (its tree and tmpfs)
 DISK_LIMIT = "disk_limit"  # killed at the per-node disk quota (its workspace)
 NOT_RUN = "none"  # no code to run: no sandbox at all
-OUTCOMES = (EXITED, TIMED_OUT, IDLE, GPU_IDLE, MEMORY, INFRA, MEMORY_LIMIT, DISK_LIMIT, NOT_RUN)
+OUTCOMES = (EXITED, TIME_LIMIT, IDLE, GPU_IDLE, MEMORY, INFRA, MEMORY_LIMIT, DISK_LIMIT, NOT_RUN)
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class Verdict:
 # The one mapping from a stopped node's outcome to its status and exc_type (the reward follows
 # from those: train.env.reward). An outcome not listed (exited) is judged by its exit status,
 # traceback and submission.
-STOPPED = {
-    TIMED_OUT: Verdict(TIMEOUT, TIMEOUT_EXC_TYPE),
+VERDICTS = {
+    TIME_LIMIT: Verdict(TIMEOUT, TIMEOUT_EXC_TYPE),
     IDLE: Verdict(CRASHED, CPU_IDLE_ERROR),
     GPU_IDLE: Verdict(CRASHED, GPU_IDLE_ERROR),
     MEMORY: Verdict(CRASHED, MEMORY_EXC_TYPE),
@@ -97,3 +97,7 @@ STOPPED = {
     DISK_LIMIT: Verdict(CRASHED, DISK_LIMIT_ERROR),
 }
 
+# Former names, read only by train/env/sandbox.py and train/env/node.py: remove them when those
+# read VERDICTS and TIME_LIMIT.
+STOPPED = VERDICTS
+TIMED_OUT = TIME_LIMIT
