@@ -23,6 +23,8 @@ import sys
 import time
 from collections import defaultdict
 
+from warehouse.vocabulary import OK
+
 HEADER = "# /// script\n# [tool.resources]\n# gpu = 1\n# ///\n"
 CNN = HEADER + '''import os, shutil, time
 import torch
@@ -117,10 +119,10 @@ def main() -> int:
     start = time.time()
     record = evaluate(task, [cnn(20, 0.0)], LocalExecutor(gpus=gpus[:1]), limits)[0]
     results["cnn"] = gpu_fields(record)
-    check("cnn_node_ok_with_gpu_util", record["status"] == "ok" and (record["gpu_util"] or 0) > 0,
+    check("cnn_node_ok_with_gpu_util", record["status"] == OK and (record["gpu_util"] or 0) > 0,
           f"status {record['status']} exc {record['exc_type']} gpu_util {record['gpu_util']} peak "
           f"{record['gpu_util_peak']} mem {record['gpu_mem_used_gi']} GiB on {record['gpu_name']} "
-          f"({time.time() - start:.0f} s)" + ("" if record["status"] == "ok" else f"\n{record['term_tail'][-1500:]}"),
+          f"({time.time() - start:.0f} s)" + ("" if record["status"] == OK else f"\n{record['term_tail'][-1500:]}"),
           results)
 
     start = time.time()
@@ -145,7 +147,7 @@ def main() -> int:
                         "pending_max_s": round(max(pending), 2) if pending else None,
                         "records": [gpu_fields(r) for r in records]}
     check("round_shares_gpus_without_oom",
-          statuses.get("ok", 0) == args.nodes and ooms == 0 and overlap == 1,
+          statuses.get(OK, 0) == args.nodes and ooms == 0 and overlap == 1,
           f"{args.nodes} nodes on {len(gpus)} GPU(s) in {wall:.0f} s: {dict(statuses)}, {ooms} OOM, at most "
           f"{overlap} node(s) at once per GPU, pending median {results['round']['pending_median_s']} s "
           f"max {results['round']['pending_max_s']} s", results)

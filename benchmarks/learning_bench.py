@@ -39,8 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse.vocabulary import MODES
+
 ARMS = ("learn", "no_learn")
-MODES = ("draft", "improve", "debug")
 BIN = Path(sys.executable).parent
 
 

@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from warehouse.vocabulary import OK
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 NODES_SQL = """SELECT n."task", n."node_id", n."status", n."reward", md5(coalesce(p."code", ''))
@@ -30,7 +32,7 @@ def main(argv=None) -> int:
     with connect(f"duckdb:///{args.db}", read_only=True) as con:
         for r in range(1, args.rounds + 1):
             a, b = (con.execute(NODES_SQL, [run, r]).fetchall() for run in ("nproc2", "nproc1"))
-            valid = [sum(row[2] == "ok" for row in rows) for rows in (a, b)]
+            valid = [sum(row[2] == OK for row in rows) for rows in (a, b)]
             print(f"round {r}: {len(a)} / {len(b)} nodes, valid {valid[0]} / {valid[1]} (2 ranks / 1 process), "
                   f"identical node by node: {'yes' if a == b else 'no'}")
         cols = ", ".join(f'"{m}"' for m in METRICS)

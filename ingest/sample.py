@@ -110,12 +110,12 @@ def sample_specs() -> list[RunSpec]:
     return [
         RunSpec(hr, "000", "C", TASKS_000, (1, 2, 3), partial={(3, cactus): 7, (3, en): 14},
                 no_summary={(3, cactus), (3, en)}, timing_steps=(1, 2), checkpoint_steps=(2,),
-                response_cap=12288, plant=("timeout", "no_submission", "invalid_submission")),
+                response_cap=12288, plant=(vocab.TIMEOUT, vocab.NO_SUBMISSION, vocab.INVALID_SUBMISSION)),
         RunSpec("20260720_020550_27b_m4hr24k", "000", "C", TASKS_000, (6,),
                 partial={(6, cactus): 12, (6, dogs): 10, (6, ru): 4, (6, en): 0},
                 no_summary={(6, t) for t in TASKS_000}, response_cap=24576, parent_run=hr),
         RunSpec(u6, "000", "C", TASKS_000, (6, 7), timing_steps=(6, 7), response_cap=24576,
-                parent_run=hr, plant=("no_code",)),
+                parent_run=hr, plant=(vocab.NO_CODE,)),
         RunSpec("20260720_160605_27b_m4hr24ku6b", "000", "C", TASKS_000, (11, 12),
                 timing_steps=(11,), response_cap=24576, parent_run=u6, fresh_drafts=True),
         RunSpec("probe_bigresults_denoising", "000", "C", ("denoising-dirty-documents",), (0,),
@@ -131,11 +131,11 @@ def sample_specs() -> list[RunSpec]:
         RunSpec("20260702_020809", schema="A", tasks=spooky, partial={(2, spooky[0]): 30},
                 no_summary={(2, spooky[0])}, timing_steps=(1,), **q02),
         RunSpec("20260702_041208", schema="A", tasks=spooky, timing_steps=(1,), **q02,
-                plant=("no_code", "invalid_submission", "no_submission")),
+                plant=(vocab.NO_CODE, vocab.INVALID_SUBMISSION, vocab.NO_SUBMISSION)),
         RunSpec("20260702_152844", schema="B", tasks=("aerial-cactus-identification",),
                 timing_steps=(1, 2), checkpoint_steps=(2,), idle_exc=vocab.GPU_IDLE_ERROR,
                 wandb_run="tree_grpo_9b_cactus_gpu", wandb_history_rows=1, **q02,
-                plant=("timeout", "invalid_submission")),
+                plant=(vocab.TIMEOUT, vocab.INVALID_SUBMISSION)),
         RunSpec("20260702_221522", schema="B", tasks=("dogs-vs-cats-redux-kernels-edition",),
                 **{**q02, "rounds": (1,)}, partial={(1, "dogs-vs-cats-redux-kernels-edition"): 49},
                 no_summary={(1, "dogs-vs-cats-redux-kernels-edition")}, idle_exc=vocab.GPU_IDLE_ERROR),
@@ -248,7 +248,7 @@ class _RootWriter:
 
     def group_statuses(self, spec: RunSpec, rnd: int, task: str, size: int) -> list[str]:
         if spec.run_id == "20260719_045416_27b_mix4_hr" and rnd == 2 and task == TASKS_000[2]:
-            return ["crashed"] * size  # a group with no reward spread
+            return [vocab.CRASHED] * size  # a group with no reward spread
         statuses = self.rng.choices(STATUSES, weights=spec.status_weights, k=size)
         if spec.run_id not in self.forced:  # plant the run's rare statuses in its first group
             self.forced.add(spec.run_id)
@@ -257,7 +257,7 @@ class _RootWriter:
         return statuses
 
     def plant_tie(self, nodes: list[dict], task: str) -> None:
-        ok = [n for n in nodes if n["status"] == "ok"]
+        ok = [n for n in nodes if n["status"] == vocab.OK]
         if len(ok) >= 3 and self.rng.random() < 0.5:
             ok[1]["test_metric"] = ok[0]["test_metric"]
             ok[1]["oriented"] = ok[0]["oriented"]
@@ -300,22 +300,22 @@ class _RootWriter:
                 out["exc_type"] = rng.choice(CRASH_TYPES)
         elif status == vocab.TIMEOUT:
             out["exc_type"] = vocab.TIMEOUT_EXC_TYPE
-        elif status == "invalid_submission":
+        elif status == vocab.INVALID_SUBMISSION:
             out["grade_error"] = "submission.csv has 4000 rows, expected 4001"
-        elif status == "no_code":
+        elif status == vocab.NO_CODE:
             out["exec_time"] = None
         return out
 
     def payload(self, spec: RunSpec, task: str, rec: dict) -> dict:
         rng = self.rng
         n_tokens = rng.randint(*self.payload_tokens)
-        if rec["status"] == "no_code":
+        if rec["status"] == vocab.NO_CODE:
             n_tokens = spec.response_cap or NO_CODE_TOKENS_002
-        elif (spec.response_cap and "clipped" not in self.forced and rec["status"] == "crashed"
+        elif (spec.response_cap and "clipped" not in self.forced and rec["status"] == vocab.CRASHED
               and spec.run_id.endswith("mix4_hr")):
             n_tokens = spec.response_cap  # a crashed completion clipped exactly at the cap
             self.forced.add("clipped")
-        code = "" if rec["status"] == "no_code" else _code(task, rec["id"], self.text_scale)
+        code = "" if rec["status"] == vocab.NO_CODE else _code(task, rec["id"], self.text_scale)
         thinking = _words(rng, 40 * self.text_scale)
         return {
             "plan": _words(rng, 12), "code": code,
@@ -335,7 +335,7 @@ class _RootWriter:
         malformed = not declared and rng.random() < 0.3
         resources = ({"cpu": 8, "mem": 32 if gpu else 16, "ephemeral": 4, "gpu": 1 if gpu else 0}
                      if declared else None)
-        timings = None if rec["status"] == "no_code" else {
+        timings = None if rec["status"] == vocab.NO_CODE else {
             "pending": round(rng.uniform(1, 60), 2), "stage": round(rng.uniform(0.5, 5), 2),
             "exec": rec["exec_time"], "retrieve": round(rng.uniform(0.2, 3), 2)}
         return {"resources": resources, "decl_malformed": malformed,
@@ -348,7 +348,7 @@ class _RootWriter:
 
     def schema_c(self, spec: RunSpec, task: str, rec: dict, parent: dict | None) -> dict:
         rng = self.rng
-        gpu = task in GPU_TASKS and rec["status"] != "no_code"
+        gpu = task in GPU_TASKS and rec["status"] != vocab.NO_CODE
         p_oriented = parent["oriented"] if parent else None
         return {
             "depth": parent["depth"] + 1 if parent else 0,
@@ -380,7 +380,7 @@ class _RootWriter:
         if spec.style == "000":
             out["exec_backend"] = "k8s"
         out.update({"adapter_path": "", "nodes": len(records),
-                    "valid": sum(r["status"] == "ok" for r in records)})
+                    "valid": sum(r["status"] == vocab.OK for r in records)})
         if spec.style == "000":
             out["buffer_nodes"] = len(self.pool[(spec.run_id, task)])
         out.update({
@@ -448,7 +448,7 @@ def _finish_group(nodes: list[dict], schema: str) -> None:
         best = best_node(nodes)
         for n in nodes:
             n["group_best"] = best is not None and n["id"] == best["id"]
-            n["medal"] = "none" if n["status"] == "ok" else None
+            n["medal"] = "none" if n["status"] == vocab.OK else None
 
 
 def _humanrank(metric: float, low: float, high: float, higher: bool) -> float:
@@ -457,8 +457,8 @@ def _humanrank(metric: float, low: float, high: float, higher: bool) -> float:
 
 
 def _returncode(rec: dict) -> int | None:
-    return {"ok": 0, "no_submission": 0, "invalid_submission": 0, "crashed": 1,
-            "timeout": -9}.get(rec["status"])
+    return {vocab.OK: 0, vocab.NO_SUBMISSION: 0, vocab.INVALID_SUBMISSION: 0, vocab.CRASHED: 1,
+            vocab.TIMEOUT: -9}.get(rec["status"])
 
 
 def _run_start(run_id: str) -> int:
@@ -506,7 +506,7 @@ def _tree_text(records: list[dict]) -> str:
     best = best_node(records)
     groups = len({r["sibling_group"] for r in records})
     lines.append(f"nodes={len(records)} sibling_groups={groups}")
-    lines.append(f"valid={sum(r['status'] == 'ok' for r in records)} "
+    lines.append(f"valid={sum(r['status'] == vocab.OK for r in records)} "
                  f"best={best['id'] if best else None}")
     return "\n".join(lines) + "\n"
 
@@ -514,7 +514,7 @@ def _tree_text(records: list[dict]) -> str:
 def _transcript_text(task: str, rnd: int, records: list[dict]) -> str:
     best = best_node(records)
     head = (f"# {task} round {rnd}\n\nnodes: {len(records)}  valid: "
-            f"{sum(r['status'] == 'ok' for r in records)}  best: "
+            f"{sum(r['status'] == vocab.OK for r in records)}  best: "
             f"{best['test_metric'] if best else None}\n\n## Tree\n")
     return head + "".join(f"|- {r['id'][:8]} {r['mode']} {r['status']}\n" for r in records)
 
@@ -566,8 +566,8 @@ class _BenchWriter:
                 start = self.rng.randrange(200_000 - per_node)
                 rec["response_token_ids"] = self.ids[start:start + per_node]
                 rec["response_logprobs"] = self.logprobs[start:start + per_node]
-                if rec["status"] == "no_code":
-                    rec["status"], rec["exc_type"] = "crashed", "SyntaxError"
+                if rec["status"] == vocab.NO_CODE:
+                    rec["status"], rec["exc_type"] = vocab.CRASHED, "SyntaxError"
                     rec["code"] = _code(task, rec["id"], 1)
             path = self.root / spec.run_id / f"round_{rnd}" / f"{task}__{1785000000 + rnd * 1000 + t_index}.jsonl"
             path.parent.mkdir(exist_ok=True)

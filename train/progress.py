@@ -27,6 +27,8 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
+from warehouse.vocabulary import OK
+
 
 def make_monitor(quiet: bool = False, stream=None):
     """A LiveProgress for an interactive terminal, else None (quiet, CI, pipes)."""
@@ -255,7 +257,7 @@ def _statuses(counts: Counter) -> str:
     if not counts:
         return "-"
     return " · ".join(f"{status} {n}" for status, n in
-                      sorted(counts.items(), key=lambda kv: (kv[0] != "ok", -kv[1], kv[0])))
+                      sorted(counts.items(), key=lambda kv: (kv[0] != OK, -kv[1], kv[0])))
 
 
 def _clock(seconds: float | None) -> str:

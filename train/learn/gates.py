@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
+from warehouse.vocabulary import OK
 
 
 class HealthGateError(TerminalError):
@@ -34,21 +35,21 @@ def health_gate(con, run_id: str) -> tuple[bool | None, list[GateTask]]:
     tasks = con.execute(
         """
         SELECT k."task",
-               count(n."node_id") FILTER (WHERE n."status" = 'ok'),
-               count(n."node_id") FILTER (WHERE n."status" = 'ok'
+               count(n."node_id") FILTER (WHERE n."status" = ?),
+               count(n."node_id") FILTER (WHERE n."status" = ?
                                             AND NOT coalesce(n."reward" BETWEEN 0 AND 1, FALSE))
         FROM (SELECT "task" FROM "task_rounds" WHERE "run_id" = ? AND "round" = ?
               UNION SELECT DISTINCT "task" FROM "nodes" WHERE "run_id" = ? AND "round" = ?) AS k
         LEFT JOIN "nodes" AS n ON n."run_id" = ? AND n."round" = ? AND n."task" = k."task"
         GROUP BY k."task" ORDER BY k."task"
-        """, [run_id, row[1]] * 3).fetchall()
+        """, [OK, OK, *[run_id, row[1]] * 3]).fetchall()
     failures: dict[str, list[str]] = {}
     for task, status, exc_type, count in con.execute(
             """
             SELECT "task", "status", coalesce("exc_type", ''), count(*) FROM "nodes"
-            WHERE "run_id" = ? AND "round" = ? AND "status" IS DISTINCT FROM 'ok'
+            WHERE "run_id" = ? AND "round" = ? AND "status" IS DISTINCT FROM ?
             GROUP BY ALL ORDER BY 4 DESC, 2, 3
-            """, [run_id, row[1]]).fetchall():
+            """, [run_id, row[1], OK]).fetchall():
         failures.setdefault(task, []).append(f"{count} {status}" + (f" {exc_type}" if exc_type else ""))
     return row[0], [GateTask(*t, failures=", ".join(failures.get(t[0], []))) for t in tasks]
 

@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse.vocabulary import RUNNING
+
 TASK_BUNDLED, TASK_SEED = "bt_rm_synthetic", "ultrafeedback_bt_rm_rewardbench"
 AGENT = "train rm"
 
@@ -60,7 +62,7 @@ class Publisher:
         job_row = {"job": opts.phase, "phase": opts.phase, "pairs": len(ctx.pairs),
                    "steps_planned": opts.members * opts.member_steps, "micro_batch": 1,
                    "grad_accum": opts.grad_accum, "learning_rate": opts.lr, "seed": opts.seed,
-                   "members": opts.members, "status": "running"}
+                   "members": opts.members, "status": RUNNING}
         pub = cls(run_id=ctx.run_id, job=opts.phase, phase=opts.phase, db_url=db_url, run_dir=ctx.out_dir,
                   export_root=Path(opts.export_root) if opts.export_root else None, scratch=scratch,
                   job_row=job_row)

@@ -7,6 +7,8 @@ prompts (:mod:`train.tiny.policy`), so changing them changes what it has learned
 """
 from __future__ import annotations
 
+from warehouse.vocabulary import DEBUG, DRAFT, IMPROVE, OK
+
 SYSTEM_PROMPT = """You are an expert machine-learning engineer competing in a Kaggle-style competition.
 Hard requirements:
 - Read the data from ./input/ and write ./submission/submission.csv with exactly the columns and ids of ./input/sample_submission.csv.
@@ -41,15 +43,15 @@ def debug_messages(description: str, parent: dict) -> list[dict]:
 
 def messages_for(mode: str, description: str, parent: dict | None) -> list[dict]:
     """The prompt of one expansion in `mode` (draft | improve | debug)."""
-    if mode == "draft":
+    if mode == DRAFT:
         return draft_messages(description)
-    builder = {"improve": improve_messages, "debug": debug_messages}[mode]
+    builder = {IMPROVE: improve_messages, DEBUG: debug_messages}[mode]
     return builder(description, parent)
 
 
 def result_line(node: dict) -> str:
     """One line saying how a node ended: its status, exception and metric."""
-    if node.get("status") == "ok":
+    if node.get("status") == OK:
         return f"status: ok, valid submission, test metric = {node.get('test_metric'):.5g}"
     exc = node.get("exc_type")
     return f"status: {node.get('status')}" + (f" ({exc})" if exc else "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from train.generate.base import Completion
 from train.rollout.tree import Expansion, new_id
 from warehouse.tree_rules import best_node
-from warehouse.vocabulary import CRASHED, INFRASTRUCTURE_REWARD, PROMPT_ERROR_EXC_TYPE
+from warehouse.vocabulary import CRASHED, INFRASTRUCTURE_REWARD, OK, PROMPT_ERROR_EXC_TYPE
 
 PROMPT_ERROR_REWARD = INFRASTRUCTURE_REWARD  # not the policy's doing: no tokens to learn from
 
@@ -84,7 +84,7 @@ def task_round_summary(task: str, round: int, records: list[dict], *, model: str
     best = best_node(records)
     return {
         "exp_id": task, "round": round, "model": model, "exec_backend": "local", "adapter_path": "",
-        "nodes": len(records), "valid": sum(r["status"] == "ok" for r in records),
+        "nodes": len(records), "valid": sum(r["status"] == OK for r in records),
         "buffer_nodes": buffer_nodes, "expansions": expansions, "phase": "train",
         "best_test_metric": best["test_metric"] if best else None,
         "best_node_id": best["id"] if best else None, "honest_test_metric": None,

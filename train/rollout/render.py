@@ -8,6 +8,7 @@ each node's plan and result.
 from __future__ import annotations
 
 from warehouse.tree_rules import best_node
+from warehouse.vocabulary import OK
 
 
 def _ordered(records: list[dict]) -> list[tuple[int, dict]]:
@@ -36,7 +37,7 @@ def render_tree(records: list[dict]) -> str:
     lines = [f"{'  ' * depth}[{r['id']}] {r['mode']} {r['status']} test={_test(r)} sib_grp={r['sibling_group']}"
              for depth, r in _ordered(records)]
     groups = len({r["sibling_group"] for r in records})
-    valid = sum(r["status"] == "ok" for r in records)
+    valid = sum(r["status"] == OK for r in records)
     best = best_node(records)
     lines.append(f"nodes={len(records)} sibling_groups={groups} valid={valid} "
                  f"best={best['id'] if best else None}")
@@ -44,7 +45,7 @@ def render_tree(records: list[dict]) -> str:
 
 
 def render_transcript(task: str, records: list[dict]) -> str:
-    valid = sorted((r["oriented"] for r in records if r["status"] == "ok" and r.get("oriented") is not None),
+    valid = sorted((r["oriented"] for r in records if r["status"] == OK and r.get("oriented") is not None),
                    reverse=True)
     best = best_node(records)
     head = [f"# {task}", "", f"nodes: {len(records)}  valid: {len(valid)}  best score: "

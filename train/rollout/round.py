@@ -25,7 +25,7 @@ from train.generate.base import Backend, GenRequest, SamplingConfig
 from train.rollout.records import node_records, prompt_error_record, task_round_summary
 from train.rollout.rng import generation_seed
 from train.rollout.tree import SearchSettings, TaskTree, plan_expansion
-from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
+from warehouse.vocabulary import OK, PROMPT_ERROR_EXC_TYPE
 
 
 @dataclass
@@ -156,7 +156,7 @@ def _execute(expansion, completions, ctx: RoundContext) -> tuple[list[dict], flo
 
 
 def _report(expansion, records: list[dict], ctx: RoundContext) -> None:
-    valid = sum(r["status"] == "ok" for r in records)
+    valid = sum(r["status"] == OK for r in records)
     executed = sum(r["exc_type"] != PROMPT_ERROR_EXC_TYPE for r in records)
     if ctx.monitor is not None:
         ctx.monitor.expansion_executed(executed, [r["status"] for r in records])

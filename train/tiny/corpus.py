@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from train.rollout.prompts import messages_for
+from warehouse.vocabulary import CRASHED, DEBUG, DRAFT, IMPROVE, MODES, OK
 
 _INT_LITERAL = re.compile(r"(?<![\w.])(\d{2,})(?![\w.])")
 _FLOAT_LITERAL = re.compile(r"(?<![\w.])(0\.\d+|\d+\.\d+)(?![\w.])")
@@ -116,10 +117,10 @@ def build_examples(tasks_root: Path, n: int, seed: int = 0, habit: float = 0.0) 
 
 def _example(rng: random.Random, task: str, solutions: list[Solution], description: str,
              habit: float = 0.0) -> Example:
-    mode = rng.choices(("draft", "improve", "debug"), weights=(2, 1, 1))[0]
+    mode = rng.choices(MODES, weights=(2, 1, 1))[0]
     target = rng.choice(solutions)
     code = jitter(target.code, rng)
-    if mode != "debug" and habit and rng.random() < habit:
+    if mode != DEBUG and habit and rng.random() < habit:
         code = kaggle_paths(code)
     answer = response_text(target.plan, code)
     parent = _parent(rng, mode, solutions, habit)
@@ -127,14 +128,14 @@ def _example(rng: random.Random, task: str, solutions: list[Solution], descripti
 
 
 def _parent(rng: random.Random, mode: str, solutions: list[Solution], habit: float = 0.0) -> dict | None:
-    if mode == "draft":
+    if mode == DRAFT:
         return None
     code = jitter(rng.choice(solutions).code, rng)
-    if mode == "improve":
-        return {"code": code, "status": "ok", "test_metric": rng.uniform(0.05, 0.95)}
+    if mode == IMPROVE:
+        return {"code": code, "status": OK, "test_metric": rng.uniform(0.05, 0.95)}
     if habit and rng.random() < 0.5:  # half the debug parents crashed on the habit
         broken = kaggle_paths(code)
-        return {"code": broken, "status": "crashed", "exc_type": "FileNotFoundError",
+        return {"code": broken, "status": CRASHED, "exc_type": "FileNotFoundError",
                 "term_tail": kaggle_traceback(broken)}
     broken, exc, tail = break_code(code, rng)
-    return {"code": broken, "status": "crashed", "exc_type": exc, "term_tail": tail}
+    return {"code": broken, "status": CRASHED, "exc_type": exc, "term_tail": tail}

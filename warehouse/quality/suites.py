@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from warehouse.quality.invariants import INVARIANTS, SE_RATIO_BOUNDS
-from warehouse.vocabulary import IDLE_EXC_TYPES, IDLE_REWARD, MODES, SENTINEL_REWARDS, STATUSES
+from warehouse.vocabulary import DRAFT, IDLE_EXC_TYPES, IDLE_REWARD, MODES, NO_CODE, OK, SENTINEL_REWARDS, STATUSES
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,11 @@ def _meta(check_no: int, description: str) -> dict:
 
 
 def _reward_expectations(gxe, Column) -> list:
-    not_ok = Column("status") != "ok"
+    not_ok = Column("status") != OK
     return [
         gxe.ExpectColumnValuesToNotBeNull(column="reward", **_meta(1, "every node has a reward")),
         gxe.ExpectColumnValuesToBeBetween(
-            column="reward", min_value=0, max_value=1, row_condition=Column("status") == "ok",
+            column="reward", min_value=0, max_value=1, row_condition=Column("status") == OK,
             **_meta(1, "an ok node's reward is in [0, 1]")),
         gxe.ExpectColumnValuesToBeInSet(
             column="reward", value_set=list(SENTINEL_REWARDS), row_condition=not_ok,
@@ -72,10 +72,10 @@ def _status_mode_expectations(gxe, Column) -> list:
         gxe.ExpectColumnValuesToNotBeNull(column="mode", **_meta(2, "every node has a mode")),
         gxe.ExpectColumnValuesToBeInSet(column="mode", value_set=list(MODES),
                                         **_meta(2, "mode is a known mode")),
-        gxe.ExpectColumnValuesToBeNull(column="parent_id", row_condition=Column("mode") == "draft",
+        gxe.ExpectColumnValuesToBeNull(column="parent_id", row_condition=Column("mode") == DRAFT,
                                        **_meta(2, "a draft has no parent")),
         gxe.ExpectColumnValuesToNotBeNull(
-            column="parent_id", row_condition=Column("mode") != "draft",
+            column="parent_id", row_condition=Column("mode") != DRAFT,
             **_meta(2, "a node that is not a draft has a parent")),
     ]
 
@@ -91,7 +91,7 @@ def _payload_expectations(gxe, Column) -> list:
             ignore_row_if="either_value_is_missing",
             **_meta(4, "response tokens within the arm's response cap (when known)")),
         gxe.ExpectColumnValuesToBeInSet(
-            column="code_chars", value_set=[0], row_condition=Column("status") == "no_code",
+            column="code_chars", value_set=[0], row_condition=Column("status") == NO_CODE,
             **_meta(5, "a no_code node has empty code")),
     ]
 
