@@ -15,6 +15,7 @@ from pathlib import Path
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
 from warehouse.run_life import life_line, read_life
+from warehouse.vocabulary import CRASHED, NO_CODE, TIMEOUT
 from warehouse.vocabulary import STEP_PHASES as PHASES  # the name warehouse.serve.figures imports
 TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_reward_mean",
                 "reward_best", "groups", "groups_with_signal_rate", "mean_response_tokens",
@@ -144,8 +145,8 @@ def _plot_rewards(ax, nodes: list[dict]) -> None:
 
 def _plot_rates(ax, metrics: list[dict]) -> None:
     rounds = [m["round"] for m in metrics]
-    for column, label in (("valid_rate", "valid"), ("crash_rate", "crashed"),
-                          ("no_code_rate", "no_code"), ("timeout_rate", "timeout")):
+    for column, label in (("valid_rate", "valid"), ("crash_rate", CRASHED),
+                          ("no_code_rate", NO_CODE), ("timeout_rate", TIMEOUT)):
         ax.plot(rounds, [_nan(m[column]) for m in metrics], marker="o", label=label)
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=8)
