@@ -97,7 +97,7 @@ VERDICTS = {
     DISK_LIMIT: Verdict(CRASHED, DISK_LIMIT_ERROR),
 }
 
-# Former names, read only by train/env/sandbox.py and train/env/node.py: remove them when those
-# read VERDICTS and TIME_LIMIT.
+# Aliases read only by train/env/sandbox.py and train/env/node.py; remove them once those read
+# VERDICTS and TIME_LIMIT.
 STOPPED = VERDICTS
 TIMED_OUT = TIME_LIMIT
