@@ -26,7 +26,7 @@ NODE_COLUMNS = (
     "exec_retrieve_s", "gpu_util", "depth", "returncode", "parent_oriented", "parent_P",
     "parent_P_evidence", "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
     "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name", "kube_node",
-    "schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra",
+    "policy_version", "schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra",
 )
 PAYLOAD_COLUMNS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
                    "response_logprobs")
@@ -133,6 +133,16 @@ def insert_nodes(con, sources: dict[int, Source]) -> None:
     con.execute(f"INSERT INTO node_payloads (source_id, line_no, {', '.join(PAYLOAD_COLUMNS)}) "
                 f"SELECT m.source_id, t.line_no, {payload} FROM {by_key} "
                 "WHERE t.reject_reason IS NULL", params)
+    insert_train_tokens(con, by_key, params)
+
+
+def insert_train_tokens(con, by_key: str, params: list) -> None:
+    """The trainer's per-token record of the trained nodes (those with `trainer_logprobs`)."""
+    con.execute("INSERT INTO node_train_tokens (source_id, line_no, run_id, step, advantage, "
+                "trainer_logprobs, ref_logprobs, ratios) "
+                "SELECT m.source_id, t.line_no, m.run_id, t.p_train_step, t.p_advantage, "
+                f"t.p_trainer_logprobs, t.p_ref_logprobs, t.p_ratios FROM {by_key} "
+                "WHERE t.reject_reason IS NULL AND t.p_trainer_logprobs IS NOT NULL", params)
 
 
 def derive_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
