@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from warehouse.arms import Arm, get_arm
 from warehouse.errors import TerminalError
+from warehouse.quality.mismatch import MISMATCH_MAX, SHARE_GT1_MAX
 
 TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
 DEFAULT_LR = 3e-5  # when the arm does not state one (NULL in the registry)
@@ -89,6 +90,10 @@ class Knobs:
     # the update's variant (train.learn.variant; recorded in step_metrics each step)
     keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
     compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
+    # check 16 and the step-1 health gate (warehouse.quality.mismatch, whose defaults these are):
+    # sampler vs trainer logprobs on the trained tokens
+    mismatch_max: float = MISMATCH_MAX  # mean exp(|trainer - sampler logprob|) at most this
+    mismatch_share_gt1_max: float = SHARE_GT1_MAX  # share of tokens with |trainer - sampler| > 1 at most this
 
 
 STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
@@ -113,6 +118,10 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
                             f"settable: {', '.join(known)}")
     recorded = {**arm_sets, **knob_sets}
     knobs = dataclasses.replace(knobs, **knob_sets)
+    if knobs.mismatch_max < 1 or not 0 <= knobs.mismatch_share_gt1_max <= 1:
+        raise TerminalError(f"--set mismatch_max={knobs.mismatch_max} mismatch_share_gt1_max="
+                            f"{knobs.mismatch_share_gt1_max}: the first is >= 1 (1 is exact agreement), "
+                            "the second a share in [0, 1]")
     if opts.learn:  # the step's controls are part of what a run did, set or not
         recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
     return arm.with_overrides(**arm_sets), knobs, jsonable(recorded)
