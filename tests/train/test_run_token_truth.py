@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from tests.train.test_run import BAD, GOOD, TASK
 from train.generate.hf import HFBackend
+from warehouse.cli import main as warehouse_main
 
 SETS = ["--set", "siblings_per_expansion=2", "--set", "response_cap=6", "--set", "draft_prob=0"]
 
@@ -85,6 +86,12 @@ def test_every_trained_token_has_the_trainers_logprob_and_every_node_its_weights
     # the first epoch's ratio is the update's own forward over old_log_prob: 1 up to float error
     assert all(abs(lo - 1) < 1e-3 and abs(hi - 1) < 1e-3 and n == m and same for lo, hi, n, m, same in ratios)
     assert [r for r, _ in mismatch] == [1, 2] and all(1.0 <= e < 1.001 for _, e in mismatch)
+    shown = CliRunner().invoke(warehouse_main, ["--db", db_url, "metrics", "--view", "logprob_mismatch",
+                                                "--run", "truth", "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    head, *lines = shown.output.strip().splitlines()
+    assert head.startswith("run_id,round,task,trained_nodes,trained_tokens,compared_tokens,mult_prob_error,")
+    assert [line.split(",")[1] for line in lines] == ["1", "2"]
 
 
 def test_an_engine_serving_other_weights_fails_the_gate_at_step_1(db_url, model_dir, tmp_path, monkeypatch):
