@@ -12,7 +12,24 @@
 -- kl_to_ref_mean is the mean over trained tokens of the loss's k3 estimate of KL(policy || ref)
 -- at the learner's old_log_prob (train/learn/loss.py: exp(ref - lp) - (ref - lp) - 1, the
 -- difference clamped to +-20), whether or not the sampler's logprob was recorded.
+-- It unrolls the arrays as node_tokens does, but starting from the trained nodes: only their
+-- payloads are read, and a warehouse with no trained round (imported roots) reads none.
 CREATE OR REPLACE VIEW "logprob_mismatch" AS
+WITH tokens AS (
+    SELECT
+        n."run_id",
+        n."round",
+        n."task",
+        n."source_id",
+        n."line_no",
+        unnest(range(len(p."response_token_ids"))) AS "position",
+        unnest(p."response_logprobs") AS "logprob",
+        unnest(tt."trainer_logprobs") AS "trainer_logprob",
+        unnest(tt."ref_logprobs") AS "ref_logprob"
+    FROM "node_train_tokens" AS tt
+    JOIN "nodes" AS n USING ("source_id", "line_no")
+    JOIN "node_payloads" AS p USING ("source_id", "line_no")
+)
 SELECT
     "run_id",
     "round",
@@ -27,6 +44,6 @@ SELECT
         AS "share_abs_delta_gt_1",                                -- of compared tokens, |delta| > 1
     avg(exp(least(greatest("ref_logprob" - "trainer_logprob", -20), 20))
         - least(greatest("ref_logprob" - "trainer_logprob", -20), 20) - 1) AS "kl_to_ref_mean"
-FROM "node_tokens"
-WHERE "trainer_logprob" IS NOT NULL
+FROM tokens
+WHERE "position" IS NOT NULL AND "trainer_logprob" IS NOT NULL
 GROUP BY "run_id", "round", "task";

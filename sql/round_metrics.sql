@@ -10,7 +10,7 @@
 -- in timing_rows; the LAST one written (highest source line) is the one shown, as it is the
 -- update whose weights the next round used. run_metrics.steps_logged counts every row.
 --
--- The sampler-vs-trainer headline (logprob_mismatch, over all the round's tasks, token-weighted):
+-- The sampler-vs-trainer headline (as logprob_mismatch defines it, over all the round's tasks):
 -- mult_prob_error (NeMo RL's mean exp(|logprob_train - logprob_inference|)), its max, the share
 -- of tokens with |delta| > 1 and the mean k3 KL to the reference; NULL when the round was not
 -- trained (imported roots, --no-learn) or no sampler logprob was recorded.
@@ -66,15 +66,15 @@ timing AS (
                                ORDER BY "source_id" DESC, "line_no" DESC) = 1
 ),
 mismatch AS (
-    SELECT "run_id", "round",
-           sum("compared_tokens") AS "compared_tokens",
-           sum("mult_prob_error" * "compared_tokens") / NULLIF(sum("compared_tokens"), 0) AS "mult_prob_error",
-           max("mult_prob_error_max") AS "mult_prob_error_max",
-           sum("share_abs_delta_gt_1" * "compared_tokens") / NULLIF(sum("compared_tokens"), 0)
-               AS "share_abs_delta_gt_1",
-           sum("kl_to_ref_mean" * "trained_tokens") / NULLIF(sum("trained_tokens"), 0) AS "kl_to_ref_mean"
-    FROM "logprob_mismatch"
-    GROUP BY "run_id", "round"
+    -- from the per-node sums node_train_tokens keeps (derived at load time), not the token arrays
+    SELECT n."run_id", n."round",
+           sum(tt."mult_prob_error_sum") / NULLIF(sum(tt."compared_tokens"), 0) AS "mult_prob_error",
+           max(tt."mult_prob_error_max") AS "mult_prob_error_max",
+           sum(tt."abs_delta_gt_1") / NULLIF(sum(tt."compared_tokens"), 0) AS "share_abs_delta_gt_1",
+           sum(tt."kl_to_ref_sum") / NULLIF(sum(n."n_response_tokens"), 0) AS "kl_to_ref_mean"
+    FROM "node_train_tokens" AS tt
+    JOIN "nodes" AS n USING ("source_id", "line_no")
+    GROUP BY n."run_id", n."round"
 )
 SELECT
     k."run_id",

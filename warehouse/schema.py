@@ -240,6 +240,13 @@ node_train_tokens = sa.Table(
               comment="the learner's logprob of each response token before the update (old_log_prob)"),
     sa.Column("ref_logprobs", sa.ARRAY(sa.Float), comment="the reference model's (adapter disabled)"),
     sa.Column("ratios", sa.ARRAY(sa.Float), comment="exp(logprob - old_log_prob) in the last epoch's loss"),
+    # derived at load time from the arrays and the node's response_logprobs, so round_metrics and
+    # check 16 never read the arrays (as nodes.n_response_tokens spares the payloads)
+    sa.Column("compared_tokens", sa.Integer, comment="tokens with both the sampler's and the trainer's logprob"),
+    sa.Column("mult_prob_error_sum", Double, comment="sum over those of exp(|trainer - sampler logprob|)"),
+    sa.Column("mult_prob_error_max", Double, comment="max over those of exp(|trainer - sampler logprob|)"),
+    sa.Column("abs_delta_gt_1", sa.Integer, comment="of those, tokens with |trainer - sampler logprob| > 1"),
+    sa.Column("kl_to_ref_sum", Double, comment="sum over trained tokens of the loss's k3 KL to the reference"),
 )
 
 steps = sa.Table(

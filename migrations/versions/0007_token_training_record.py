@@ -30,6 +30,16 @@ def upgrade() -> None:
               comment="the reference model's (adapter disabled)"),
     sa.Column('ratios', sa.ARRAY(sa.Float()), nullable=True,
               comment="exp(logprob - old_log_prob) in the last epoch's loss"),
+    sa.Column('compared_tokens', sa.Integer(), nullable=True,
+              comment="tokens with both the sampler's and the trainer's logprob"),
+    sa.Column('mult_prob_error_sum', sa.Double(), nullable=True,
+              comment='sum over those of exp(|trainer - sampler logprob|)'),
+    sa.Column('mult_prob_error_max', sa.Double(), nullable=True,
+              comment='max over those of exp(|trainer - sampler logprob|)'),
+    sa.Column('abs_delta_gt_1', sa.Integer(), nullable=True,
+              comment='of those, tokens with |trainer - sampler logprob| > 1'),
+    sa.Column('kl_to_ref_sum', sa.Double(), nullable=True,
+              comment="sum over trained tokens of the loss's k3 KL to the reference"),
     sa.PrimaryKeyConstraint('source_id', 'line_no')
     )
 

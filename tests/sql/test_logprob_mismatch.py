@@ -10,13 +10,22 @@ import pytest
 
 def trained(rows, rnd: int, task: str, node_id: str, sampler: list, trainer: list | None, ref: list | None = None,
             run: str = "r") -> None:
-    rows.node(run, rnd, task, node_id)
+    rows.node(run, rnd, task, node_id, n_response_tokens=len(sampler))
     source, line = rows._source_ids[(run, rnd, task)], rows._lines[(run, rnd, task)]
     rows.insert("node_payloads", source_id=source, line_no=line, response_token_ids=list(range(len(sampler))),
                 response_logprobs=[v for v in sampler if v is not None])
     if trainer is not None:
+        ref = ref or trainer
         rows.insert("node_train_tokens", source_id=source, line_no=line, run_id=run, step=rnd, advantage=0.5,
-                    trainer_logprobs=trainer, ref_logprobs=ref or trainer, ratios=[1.0] * len(trainer))
+                    trainer_logprobs=trainer, ref_logprobs=ref, ratios=[1.0] * len(trainer), **sums(sampler, trainer, ref))
+
+
+def sums(sampler: list, trainer: list, ref: list) -> dict:
+    """The per-node sums ingest derives (ingest.load.TRAIN_TOKEN_SUMS), computed in Python."""
+    deltas = [abs(t - s) for s, t in zip(sampler, trainer) if s is not None]
+    return {"compared_tokens": len(deltas), "mult_prob_error_sum": sum(math.exp(d) for d in deltas) if deltas else None,
+            "mult_prob_error_max": max(math.exp(d) for d in deltas) if deltas else None,
+            "abs_delta_gt_1": sum(d > 1 for d in deltas), "kl_to_ref_sum": sum(k3(t, r) for t, r in zip(trainer, ref))}
 
 
 def k3(lp: float, ref: float) -> float:
@@ -68,5 +77,43 @@ def test_round_metrics_carries_the_token_weighted_headline(rows):
     assert r1["mult_prob_error"] == pytest.approx(sum(errors) / 4)
     assert r1["mult_prob_error_max"] == pytest.approx(math.exp(2.0))
     assert r1["share_abs_delta_gt_1"] == pytest.approx(1 / 4)
+    assert r1["kl_to_ref_mean"] == 0.0
     r2 = rows.one('SELECT * FROM "round_metrics" WHERE "round" = 2')
     assert r2["mult_prob_error"] is None and r2["kl_to_ref_mean"] is None
+
+
+def test_the_record_path_lands_the_arrays_and_derives_the_sums_the_views_agree_on(db_url):
+    """Node records with the trainer's keys, through ingest.records as train run writes them."""
+    from ingest.records import load_task_round, upsert_run
+    from warehouse.db import connect, transaction
+
+    sampler, trainer, ref = [-0.5, -1.0, -2.0, -0.1], [-0.5, -1.25, -4.0, -0.2], [-0.75, -1.0, -2.0, -0.2]
+    records = [{"id": "a", "step": 0, "parent_id": None, "sibling_group": "g", "mode": "draft", "status": "ok",
+                "reward": 0.5, "response_token_ids": [1, 2, 3, 4], "response_logprobs": sampler, "policy_version": 3,
+                "train_step": 4, "advantage": 0.25, "trainer_logprobs": trainer, "ref_logprobs": ref,
+                "ratios": [1.0, 1.0, 1.0, 1.0]},
+               {"id": "b", "step": 0, "parent_id": None, "sibling_group": "g", "mode": "draft", "status": "ok",
+                "reward": 0.5, "response_token_ids": [5], "response_logprobs": [-0.3], "policy_version": 3}]
+    with connect(db_url) as con:
+        def work():
+            upsert_run(con, {"run_id": "r", "arm": None, "kind": "training"})
+            load_task_round(con, run_id="r", round=4, task="t", records=records, summary=None,
+                            source_path="train://r/round_4/t")
+        transaction(con, work)
+        versions = con.execute('SELECT "node_id", "policy_version", "extra" FROM "nodes" ORDER BY 1').fetchall()
+        stored = con.execute('SELECT "step", "advantage", "trainer_logprobs", "ref_logprobs", "compared_tokens", '
+                             '"mult_prob_error_sum", "mult_prob_error_max", "abs_delta_gt_1", "kl_to_ref_sum" '
+                             'FROM "node_train_tokens"').fetchall()
+        view = con.execute('SELECT "mult_prob_error", "share_abs_delta_gt_1", "kl_to_ref_mean" '
+                           'FROM "logprob_mismatch"').fetchone()
+        headline = con.execute('SELECT "mult_prob_error", "share_abs_delta_gt_1", "kl_to_ref_mean" '
+                               'FROM "round_metrics"').fetchone()
+    assert versions == [("a", 3, None), ("b", 3, None)]  # the trainer's keys land in columns, not in extra
+    assert len(stored) == 1  # b was not trained
+    step, advantage, lp, rp, *derived = stored[0]
+    assert (step, advantage) == (4, 0.25)
+    assert lp == pytest.approx(trainer) and rp == pytest.approx(ref)  # float32 arrays
+    want = sums(sampler, trainer, ref)
+    assert derived == pytest.approx([want[k] for k in ("compared_tokens", "mult_prob_error_sum", "mult_prob_error_max",
+                                                       "abs_delta_gt_1", "kl_to_ref_sum")], rel=1e-6)  # float32
+    assert headline == pytest.approx(view, rel=1e-12)  # both from the stored float32 arrays

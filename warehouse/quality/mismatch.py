@@ -1,6 +1,7 @@
 """Check 16: the sampler and the trainer agree about the tokens a round trained on.
 
-The figures are the `logprob_mismatch` view's (docs/metrics.md). A run's limits are its
+The figures are those the `logprob_mismatch` view defines (docs/metrics.md), read from the
+per-node sums `node_train_tokens` keeps. A run's limits are its
 `overrides` (`train run --set mismatch_max=1.2 --set mismatch_share_gt1_max=0.05`, recorded on
 the run row), else these defaults:
 
@@ -24,7 +25,18 @@ LIKELY_CAUSES = ("the sampler's dtype or kernels differ from the learner's (bf16
                  "other attention or sampling kernels), the engine serves other weights than the "
                  "learner's (a missed or failed update_weights), or a stale LoRA adapter is served")
 
+# The figures of logprob_mismatch from the per-node sums node_train_tokens keeps (derived at load
+# time): the gate never reads the token arrays (warehouse.quality's rule).
 MISMATCH_SQL = """
+WITH m AS (
+    SELECT n."run_id", n."round", n."task",
+           sum(tt."compared_tokens") AS "compared_tokens",
+           sum(tt."mult_prob_error_sum") / NULLIF(sum(tt."compared_tokens"), 0) AS "mult_prob_error",
+           sum(tt."abs_delta_gt_1") / NULLIF(sum(tt."compared_tokens"), 0) AS "share_abs_delta_gt_1"
+    FROM "node_train_tokens" AS tt
+    JOIN "nodes" AS n USING ("source_id", "line_no")
+    GROUP BY n."run_id", n."round", n."task"
+)
 SELECT m."run_id", m."round", m."task", CAST(NULL AS VARCHAR) AS "node_id",
        m."compared_tokens", m."mult_prob_error", m."share_abs_delta_gt_1",
        coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_max') AS DOUBLE), ?)
@@ -33,7 +45,7 @@ SELECT m."run_id", m."round", m."task", CAST(NULL AS VARCHAR) AS "node_id",
            AS "share_gt1_max",
        coalesce(m."mult_prob_error" <= "mismatch_max", TRUE) AS "mult_within",
        coalesce(m."share_abs_delta_gt_1" <= "share_gt1_max", TRUE) AS "share_within"
-FROM "logprob_mismatch" AS m
+FROM m
 LEFT JOIN "runs" AS r ON r."run_id" = m."run_id"
 WHERE (? IS NULL OR m."run_id" = ?) AND (? IS NULL OR m."round" = ?)
 ORDER BY m."run_id", m."round", m."task"
