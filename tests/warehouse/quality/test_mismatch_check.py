@@ -1,0 +1,45 @@
+"""Check 16 in `warehouse check`: sampler-vs-trainer logprobs within the run's limits."""
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from tests.warehouse.quality.conftest import plant
+from warehouse.cli import main
+
+# node a1 (r1, round 1, cactus) trained, its sampler and trainer 0.5 apart on each of 4 tokens
+# (exp(0.5) = 1.65 > 1.1), b1 (r1, round 1, textnorm) in exact agreement
+TRAINED = """
+INSERT INTO node_train_tokens (source_id, line_no, run_id, step, compared_tokens, mult_prob_error_sum,
+                               mult_prob_error_max, abs_delta_gt_1, kl_to_ref_sum)
+SELECT source_id, line_no, run_id, 1, 4, CASE node_id WHEN 'a1' THEN 4 * exp(0.5) ELSE 4 END,
+       CASE node_id WHEN 'a1' THEN exp(0.5) ELSE 1 END, 0, 0
+FROM nodes WHERE node_id IN ('a1', 'b1') AND run_id = 'r1'
+"""
+
+
+def check(url: str, *args: str):
+    return CliRunner(env={"COLUMNS": "250"}).invoke(main, ["--db", url, "check", "--suite", "mismatch", *args])
+
+
+def test_a_task_round_over_the_default_limit_fails_check_16(clean_url):
+    plant(clean_url, TRAINED)
+    result = check(clean_url)
+    assert result.exit_code == 1, result.output
+    failed = [ln for ln in result.output.splitlines() if "  FAIL  " in ln]
+    assert len(failed) == 1 and failed[0].split()[0] == "16" and "r1 round 1 cactus" in failed[0]
+    assert "FAILED: 1 of 2 expectations (invariants 16)" in result.output
+
+
+def test_the_runs_own_limits_replace_the_defaults(clean_url):
+    plant(clean_url, TRAINED)
+    plant(clean_url, """UPDATE runs SET overrides = '{"mismatch_max": 1.7}' WHERE run_id = 'r1'""")
+    result = check(clean_url)
+    assert result.exit_code == 0, result.output
+    plant(clean_url, """UPDATE runs SET overrides = '{"mismatch_max": 1.6}' WHERE run_id = 'r1'""")
+    assert check(clean_url).exit_code == 1
+
+
+def test_untrained_warehouses_pass(clean_url):
+    result = check(clean_url)
+    assert result.exit_code == 0, result.output
+    assert "all 2 expectations hold" in result.output
