@@ -190,8 +190,17 @@ def record_round(result, version: int, tokens: list | None = None, step: int | N
     trained = [r for task in result.records for r, _ in zip(result.records[task], result.completions[task])]
     for record, token in zip(trained, tokens or []):
         if token is not None:
-            record.update(train_step=step, advantage=token.advantage, trainer_logprobs=token.trainer_logprobs,
-                          ref_logprobs=token.ref_logprobs, ratios=token.ratios)
+            record.update(train_step=step, advantage=_finite(token.advantage),
+                          trainer_logprobs=[_finite(v) for v in token.trainer_logprobs],
+                          ref_logprobs=[_finite(v) for v in token.ref_logprobs], ratios=[_finite(v) for v in token.ratios])
+
+
+def _finite(value: float) -> float | None:
+    """A NaN or infinite value (a diverged step) as null: JSON has no such numbers, and a line
+    holding one would be rejected whole, taking its node with it."""
+    import math
+
+    return value if math.isfinite(value) else None
 
 
 def resumed_update_base(opts: RunOptions, resume: ResumePoint | None) -> tuple[int, int] | None:

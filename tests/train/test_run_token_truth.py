@@ -118,3 +118,25 @@ def test_limits_set_for_the_run_let_the_planted_run_through(db_url, model_dir, t
                        "--set", "mismatch_max=1e9", "--set", "mismatch_share_gt1_max=1")
     assert result.exit_code == 0, result.output
     assert "Health gate passed" in result.output
+
+
+def test_a_diverged_steps_nan_lands_as_null_and_the_node_stays(db_url):
+    """A NaN in a record would make its JSON line invalid and cost the node."""
+    from types import SimpleNamespace
+
+    from train.learn.step import TokenRecord
+    from train.learner import record_round
+    from train.writer import RoundWrite, RunRow, commit_round
+    from warehouse.db import connect
+
+    record = {"id": "n1", "step": 0, "parent_id": None, "sibling_group": "g", "mode": "draft", "status": "ok",
+              "reward": 0.5, "response_token_ids": [1, 2], "response_logprobs": [-0.5, -0.5]}
+    result = SimpleNamespace(records={TASK: [record]}, completions={TASK: [object()]})
+    record_round(result, 2, [TokenRecord([-0.5, float("nan")], [-0.5, float("-inf")], [1.0, 1.0], float("nan"))], 3)
+    commit_round(db_url, RunRow("nan_run", None, None, "test", 0), RoundWrite(3, {TASK: [record]}, {TASK: None}))
+    with connect(db_url, read_only=True) as con:
+        node = con.execute('SELECT "policy_version", json_keys("extra") FROM "nodes"').fetchall()
+        trained = con.execute('SELECT "trainer_logprobs", "ref_logprobs", "advantage", "compared_tokens" '
+                              'FROM "node_train_tokens"').fetchall()
+    assert node == [(2, ["trainer_logprobs", "ref_logprobs"])]  # the lists with a null, also kept verbatim
+    assert trained == [([-0.5, None], [-0.5, None], None, 1)]
