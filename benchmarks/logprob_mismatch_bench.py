@@ -8,6 +8,10 @@ the node payloads it sits beside: bytes per response token as `warehouse export`
 
     python benchmarks/logprob_mismatch_bench.py --model tiny --rounds 2 --workdir /tmp/lmb \
         --tasks mini-tabular-accuracy,mini-regression-rmse --set siblings_per_expansion=8
+
+`--synthetic-nodes N --tokens T` instead inserts N trained nodes of T tokens each straight into a
+fresh warehouse and times `round_metrics` (which reads node_train_tokens' per-node sums) against
+the same headline read through `logprob_mismatch` (which unrolls every token).
 """
 from __future__ import annotations
 
@@ -61,6 +65,35 @@ def storage(url: str, workdir: Path) -> dict:
             "payload_arrays_b_per_token": 4 + 8, "train_arrays_b_per_token": 3 * 4}
 
 
+def synthetic(workdir: Path, nodes: int, tokens: int) -> None:
+    import duckdb
+
+    from warehouse.config import db_path_from_url
+
+    con = duckdb.connect(db_path_from_url(fresh_warehouse(workdir)))
+    con.execute('INSERT INTO nodes (source_id, line_no, run_id, round, task, node_id, n_response_tokens) '
+                "SELECT i // 100, i % 100, 'run_' || (i // 1000), (i // 100) % 10, 't' || (i % 4), 'n' || i, ? "
+                'FROM range(?) r(i)', [tokens, nodes])
+    con.execute('INSERT INTO node_payloads (source_id, line_no, response_token_ids, response_logprobs) '
+                'SELECT i // 100, i % 100, list_transform(range(?), x -> x::INTEGER), '
+                'list_transform(range(?), x -> -0.001 * x) FROM range(?) r(i)', [tokens, tokens, nodes])
+    con.execute('INSERT INTO node_train_tokens SELECT source_id, line_no, \'x\', 1, 0.0, response_logprobs, '
+                'response_logprobs, response_logprobs, ?, ?, 1.0, 0, 0.0 FROM node_payloads', [tokens, float(tokens)])
+    con.execute("CHECKPOINT")
+    through_tokens = ('SELECT "run_id", "round", sum("mult_prob_error" * "compared_tokens") / sum("compared_tokens") '
+                      'FROM "logprob_mismatch" GROUP BY ALL')
+    for name, query, repeat in (("round_metrics", 'SELECT * FROM "round_metrics"', 3),
+                                ("logprob_mismatch (every token)", through_tokens, 1)):
+        best = min(_seconds(con, query) for _ in range(repeat))
+        print(f"{nodes} trained nodes x {tokens} tokens: {name} {best:.3f} s (best of {repeat})")
+
+
+def _seconds(con, query: str) -> float:
+    start = time.perf_counter()
+    con.execute(query).fetchall()
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny")
@@ -68,8 +101,13 @@ def main() -> None:
     parser.add_argument("--tasks", help="comma-separated task slugs (default: the arm's)")
     parser.add_argument("--set", action="append", default=[], help="passed to train run as --set")
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--synthetic-nodes", type=int, help="time round_metrics on this many synthetic trained nodes")
+    parser.add_argument("--tokens", type=int, default=2000, help="response tokens per synthetic node")
     args = parser.parse_args()
     workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.synthetic_nodes:
+        return synthetic(workdir, args.synthetic_nodes, args.tokens)
     url = fresh_warehouse(workdir)
     seconds = train(url, args)
     from warehouse.db import connect
