@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from warehouse.arms import Arm, get_arm
 from warehouse.errors import TerminalError
-from warehouse.quality.mismatch import MISMATCH_MAX, SHARE_GT1_MAX
 
 TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
 DEFAULT_LR = 3e-5  # when the arm does not state one (NULL in the registry)
@@ -90,10 +89,6 @@ class Knobs:
     # the update's variant (train.learn.variant; recorded in step_metrics each step)
     keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
     compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
-    # check 16 and the step-1 health gate (warehouse.quality.mismatch, whose defaults these are):
-    # sampler vs trainer logprobs on the trained tokens
-    mismatch_max: float = MISMATCH_MAX  # mean exp(|trainer - sampler logprob|) at most this
-    mismatch_share_gt1_max: float = SHARE_GT1_MAX  # share of tokens with |trainer - sampler| > 1 at most this
 
 
 STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
@@ -118,13 +113,19 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
                             f"settable: {', '.join(known)}")
     recorded = {**arm_sets, **knob_sets}
     knobs = dataclasses.replace(knobs, **knob_sets)
-    if knobs.mismatch_max < 1 or not 0 <= knobs.mismatch_share_gt1_max <= 1:
-        raise TerminalError(f"--set mismatch_max={knobs.mismatch_max} mismatch_share_gt1_max="
-                            f"{knobs.mismatch_share_gt1_max}: the first is >= 1 (1 is exact agreement), "
-                            "the second a share in [0, 1]")
+    check_mismatch_limits(arm_sets)
     if opts.learn:  # the step's controls are part of what a run did, set or not
         recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
     return arm.with_overrides(**arm_sets), knobs, jsonable(recorded)
+
+
+def check_mismatch_limits(sets: dict) -> None:
+    """--set mismatch_max (>= 1: 1 is exact agreement) and mismatch_share_gt1_max (a share)."""
+    most, share = sets.get("mismatch_max"), sets.get("mismatch_share_gt1_max")
+    if most is not None and most < 1:
+        raise TerminalError(f"--set mismatch_max={most}: needs at least 1 (1 is exact agreement of sampler and trainer)")
+    if share is not None and not 0 <= share <= 1:
+        raise TerminalError(f"--set mismatch_share_gt1_max={share}: a share of tokens, in [0, 1]")
 
 
 def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -149,7 +150,8 @@ def coerce(key: str, value, current):
             return tuple(v.strip() for v in value.split(",") if v.strip())
         if isinstance(current, int) or key.endswith(("_cap", "_rank", "_alpha", "per_round", "per_expansion")):
             return None if value.lower() in ("none", "null") else int(value)
-        if isinstance(current, float) or key in ("learning_rate", "gpu_memory_utilization"):
+        if isinstance(current, float) or key in ("learning_rate", "gpu_memory_utilization", "mismatch_max",
+                                                 "mismatch_share_gt1_max"):
             return None if value.lower() in ("none", "null") else float(value)
     except (KeyError, ValueError):
         raise TerminalError(f"--set {key}={value}: not a valid {type(current).__name__}") from None

@@ -68,6 +68,9 @@ arms = sa.Table(
     sa.Column("expansions_per_round", sa.Integer),
     sa.Column("tasks", sa.JSON, comment="list of task slugs"),
     sa.Column("notes", Text),
+    sa.Column("mismatch_max", Double, comment="check 16's limit on mult_prob_error; NULL: the default, 1.1"),
+    sa.Column("mismatch_share_gt1_max", Double,
+              comment="check 16's limit on the share of tokens with |delta| > 1; NULL: the default, 0.01"),
 )
 
 runs = sa.Table(

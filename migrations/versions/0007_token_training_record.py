@@ -1,4 +1,4 @@
-"""Add nodes.policy_version and node_train_tokens: the weights that wrote each node, and the learner's logprobs per token.
+"""Add nodes.policy_version, node_train_tokens and the arms' mismatch limits: which weights wrote each node, the learner's logprobs per token, check 16's limits.
 
 Revision ID: 0007
 Revises: 0005
@@ -16,6 +16,10 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column('arms', sa.Column('mismatch_max', sa.Double(), nullable=True,
+                                    comment="check 16's limit on mult_prob_error; NULL: the default, 1.1"))
+    op.add_column('arms', sa.Column('mismatch_share_gt1_max', sa.Double(), nullable=True,
+                                    comment="check 16's limit on the share of tokens with |delta| > 1; NULL: the default, 0.01"))
     op.add_column('nodes', sa.Column('policy_version', sa.Integer(), nullable=True,
                                      comment='global step of the weights that generated the node (0: the base model)'))
     op.create_table('node_train_tokens',
@@ -45,6 +49,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_column('arms', 'mismatch_share_gt1_max')
+    op.drop_column('arms', 'mismatch_max')
     op.drop_table('node_train_tokens')
     # DuckDB drops no column of a table with indexes: drop them, then make them again
     op.drop_index('ix_nodes_run_round_task', table_name='nodes')

@@ -1,9 +1,9 @@
 """Check 16: the sampler and the trainer agree about the tokens a round trained on.
 
 The figures are those the `logprob_mismatch` view defines (docs/metrics.md), read from the
-per-node sums `node_train_tokens` keeps. A run's limits are its
-`overrides` (`train run --set mismatch_max=1.2 --set mismatch_share_gt1_max=0.05`, recorded on
-the run row), else these defaults:
+per-node sums `node_train_tokens` keeps. A run's limits are its `overrides` (`train run --set
+mismatch_max=1.2 --set mismatch_share_gt1_max=0.05`, recorded on the run row), else its arm's
+(`warehouse.arms.Arm.mismatch_max`, the `arms` table), else these defaults:
 
 * `mismatch_max` 1.1: the mean multiplicative probability error, exp(|trainer - sampler|) over
   the compared tokens, at most 1.1 -- the threshold NVIDIA NeMo RL's functional tests hold
@@ -36,19 +36,25 @@ WITH m AS (
     FROM "node_train_tokens" AS tt
     JOIN "nodes" AS n USING ("source_id", "line_no")
     GROUP BY n."run_id", n."round", n."task"
+),
+limits AS (  -- the run's --set, else its arm's, else the defaults
+    SELECT m.*,
+           coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_max') AS DOUBLE), a."mismatch_max", ?)
+               AS "limit_mult",
+           coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_share_gt1_max') AS DOUBLE),
+                    a."mismatch_share_gt1_max", ?) AS "limit_share"
+    FROM m
+    LEFT JOIN "runs" AS r ON r."run_id" = m."run_id"
+    LEFT JOIN "arms" AS a ON a."name" = r."arm"
 )
-SELECT m."run_id", m."round", m."task", CAST(NULL AS VARCHAR) AS "node_id",
-       m."compared_tokens", m."mult_prob_error", m."share_abs_delta_gt_1",
-       coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_max') AS DOUBLE), ?)
-           AS "mismatch_max",
-       coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_share_gt1_max') AS DOUBLE), ?)
-           AS "share_gt1_max",
-       coalesce(m."mult_prob_error" <= "mismatch_max", TRUE) AS "mult_within",
-       coalesce(m."share_abs_delta_gt_1" <= "share_gt1_max", TRUE) AS "share_within"
-FROM m
-LEFT JOIN "runs" AS r ON r."run_id" = m."run_id"
-WHERE (? IS NULL OR m."run_id" = ?) AND (? IS NULL OR m."round" = ?)
-ORDER BY m."run_id", m."round", m."task"
+SELECT "run_id", "round", "task", CAST(NULL AS VARCHAR) AS "node_id",
+       "compared_tokens", "mult_prob_error", "share_abs_delta_gt_1",
+       "limit_mult" AS "mismatch_max", "limit_share" AS "share_gt1_max",
+       coalesce("mult_prob_error" <= "limit_mult", TRUE) AS "mult_within",
+       coalesce("share_abs_delta_gt_1" <= "limit_share", TRUE) AS "share_within"
+FROM limits
+WHERE (? IS NULL OR "run_id" = ?) AND (? IS NULL OR "round" = ?)
+ORDER BY "run_id", "round", "task"
 """
 
 

@@ -39,6 +39,28 @@ def test_the_runs_own_limits_replace_the_defaults(clean_url):
     assert check(clean_url).exit_code == 1
 
 
+def test_the_arms_limits_apply_unless_the_run_sets_its_own(clean_url):
+    plant(clean_url, TRAINED)
+    plant(clean_url, "UPDATE arms SET mismatch_max = 1.7 WHERE name = 'hr24k_u6'")  # r1's arm
+    assert check(clean_url).exit_code == 0
+    plant(clean_url, """UPDATE runs SET overrides = '{"mismatch_max": 1.6}' WHERE run_id = 'r1'""")
+    assert check(clean_url).exit_code == 1
+
+
+def test_limits_out_of_range_are_one_clear_error():
+    import pytest
+
+    from train.settings import RunOptions, resolve_settings
+    from warehouse.errors import TerminalError
+
+    with pytest.raises(TerminalError, match=r"mismatch_max=0.9: needs at least 1"):
+        resolve_settings(RunOptions(model="tiny", sets={"mismatch_max": "0.9"}))
+    with pytest.raises(TerminalError, match=r"mismatch_share_gt1_max=2.0: a share of tokens, in \[0, 1\]"):
+        resolve_settings(RunOptions(model="tiny", sets={"mismatch_share_gt1_max": "2"}))
+    arm, _, overrides = resolve_settings(RunOptions(model="tiny", sets={"mismatch_max": "1.2"}))
+    assert arm.mismatch_max == 1.2 and overrides["mismatch_max"] == 1.2  # recorded on the run row
+
+
 def test_untrained_warehouses_pass(clean_url):
     result = check(clean_url)
     assert result.exit_code == 0, result.output
