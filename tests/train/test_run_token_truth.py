@@ -108,6 +108,10 @@ def test_an_engine_serving_other_weights_fails_the_gate_at_step_1(db_url, model_
     with connect(db_url, read_only=True) as con:
         rounds = con.execute('SELECT "round", "mult_prob_error" FROM "round_metrics"').fetchall()
     assert len(rounds) == 1 and rounds[0][1] > 1.1  # the run stopped after its first round
+    checked = CliRunner().invoke(warehouse_main, ["--db", db_url, "check", "--run", "planted", "--suite", "mismatch"])
+    assert checked.exit_code == 1, checked.output
+    assert ('FAILED: 2 of 2 expectations (invariants 16). Every offending row: warehouse sql '
+            '"SELECT * FROM logprob_mismatch"') in checked.output
 
 
 def test_limits_set_for_the_run_let_the_planted_run_through(db_url, model_dir, tmp_path, monkeypatch):

@@ -27,7 +27,8 @@ def test_a_task_round_over_the_default_limit_fails_check_16(clean_url):
     assert result.exit_code == 1, result.output
     failed = [ln for ln in result.output.splitlines() if "  FAIL  " in ln]
     assert len(failed) == 1 and failed[0].split()[0] == "16" and "r1 round 1 cactus" in failed[0]
-    assert "FAILED: 1 of 2 expectations (invariants 16)" in result.output
+    assert ('FAILED: 1 of 2 expectations (invariants 16). Every offending row: warehouse sql '
+            '"SELECT * FROM logprob_mismatch"') in result.output
 
 
 def test_the_runs_own_limits_replace_the_defaults(clean_url):
