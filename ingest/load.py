@@ -27,7 +27,7 @@ NODE_COLUMNS = (
     "exec_retrieve_s", "gpu_util", "depth", "returncode", "parent_oriented", "parent_P",
     "parent_P_evidence", "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
     "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name", "kube_node",
-    "schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra",
+    "policy_version", "schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra",
 )
 PAYLOAD_COLUMNS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
                    "response_logprobs")
@@ -133,6 +133,31 @@ def insert_nodes(con, sources: dict[int, Source]) -> None:
     con.execute(f"INSERT INTO node_payloads (source_id, line_no, {', '.join(PAYLOAD_COLUMNS)}) "
                 f"SELECT m.source_id, t.line_no, {payload} FROM {by_key} "
                 "WHERE t.reject_reason IS NULL", params)
+    insert_train_tokens(con, by_key, params)
+
+
+def insert_train_tokens(con, by_key: str, params: list) -> None:
+    """The trainer's per-token record of the trained nodes (those with `trainer_logprobs`), with
+    its sums against the node's sampler logprobs (docs/metrics.md, logprob_mismatch)."""
+    con.execute("INSERT INTO node_train_tokens (source_id, line_no, run_id, step, advantage, trainer_logprobs, "
+                "ref_logprobs, ratios, compared_tokens, mult_prob_error_sum, mult_prob_error_max, abs_delta_gt_1, "
+                "kl_to_ref_sum) "
+                "SELECT m.source_id, t.line_no, m.run_id, t.p_train_step, t.p_advantage, t.p_trainer_logprobs, "
+                f"t.p_ref_logprobs, t.p_ratios, {TRAIN_TOKEN_SUMS} FROM {by_key} "
+                "WHERE t.reject_reason IS NULL AND t.p_trainer_logprobs IS NOT NULL", params)
+
+
+# |trainer - sampler| per token over the response's positions (list_zip pads the shorter list with
+# NULL, which every sum, max and count below skips), and the loss's k3 KL (train.learn.loss.k3_kl);
+# the trainer's arrays as stored (float32), so the sums agree with the views that read them
+_TRAINER, _REF = "CAST(t.p_trainer_logprobs AS FLOAT[])", "CAST(t.p_ref_logprobs AS FLOAT[])"
+_DELTAS = (f"list_transform(list_zip({_TRAINER}, t.p_response_logprobs)[:len(t.p_trainer_logprobs)], "
+           "z -> abs(z[1] - z[2]))")
+_K3 = (f"list_transform(list_zip({_TRAINER}, {_REF}), "
+       "z -> exp(least(greatest(z[2] - z[1], -20), 20)) - least(greatest(z[2] - z[1], -20), 20) - 1)")
+TRAIN_TOKEN_SUMS = (f"list_count({_DELTAS}), list_sum(list_transform({_DELTAS}, d -> exp(d))), "
+                    f"list_max(list_transform({_DELTAS}, d -> exp(d))), "
+                    f"list_count(list_filter({_DELTAS}, d -> d > 1)), list_sum({_K3})")
 
 
 def derive_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:

@@ -91,6 +91,15 @@ NODE_FIELDS: tuple[Field, ...] = (
     _f("mem_peak_gi", "float"),
     _f("gpu_name", "str"),
     _f("kube_node", "str"),
+    # written by the trainer (train run): the weights that generated the node, and what the
+    # GRPO step computed for its response tokens (node_train_tokens). The arrays are lenient: a
+    # diverged step's null (NaN) element keeps the node, the list also kept verbatim in `extra`
+    _f("policy_version", "int", strict=True),
+    _f("train_step", "int", ""),
+    _f("advantage", "float", ""),
+    _f("trainer_logprobs", "floats", ""),
+    _f("ref_logprobs", "floats", ""),
+    _f("ratios", "floats", ""),
 )
 SCHEMA_B_KEYS = ("resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where",
                  "exec_timings", "gpu_util")

@@ -9,6 +9,11 @@
 -- Duplicate timing rows for one step (a step logged twice, e.g. after a restart) are counted
 -- in timing_rows; the LAST one written (highest source line) is the one shown, as it is the
 -- update whose weights the next round used. run_metrics.steps_logged counts every row.
+--
+-- The sampler-vs-trainer headline (as logprob_mismatch defines it, over all the round's tasks):
+-- mult_prob_error (NeMo RL's mean exp(|logprob_train - logprob_inference|)), its max, the share
+-- of tokens with |delta| > 1 and the mean k3 KL to the reference; NULL when the round was not
+-- trained (imported roots, --no-learn) or no sampler logprob was recorded.
 CREATE OR REPLACE VIEW "round_metrics" AS
 WITH
 keys AS (
@@ -59,6 +64,17 @@ timing AS (
     FROM "steps"
     QUALIFY row_number() OVER (PARTITION BY "run_id", "step"
                                ORDER BY "source_id" DESC, "line_no" DESC) = 1
+),
+mismatch AS (
+    -- from the per-node sums node_train_tokens keeps (derived at load time), not the token arrays
+    SELECT n."run_id", n."round",
+           sum(tt."mult_prob_error_sum") / NULLIF(sum(tt."compared_tokens"), 0) AS "mult_prob_error",
+           max(tt."mult_prob_error_max") AS "mult_prob_error_max",
+           sum(tt."abs_delta_gt_1") / NULLIF(sum(tt."compared_tokens"), 0) AS "share_abs_delta_gt_1",
+           sum(tt."kl_to_ref_sum") / NULLIF(sum(n."n_response_tokens"), 0) AS "kl_to_ref_mean"
+    FROM "node_train_tokens" AS tt
+    JOIN "nodes" AS n USING ("source_id", "line_no")
+    GROUP BY n."run_id", n."round"
 )
 SELECT
     k."run_id",
@@ -87,8 +103,13 @@ SELECT
     tm."update_actor_s" / NULLIF(tm."total_s", 0) AS "phase_share_update_actor",
     tm."save_checkpoint_s" / NULLIF(tm."total_s", 0) AS "phase_share_save_checkpoint",
     abs(tm."phase_sum_s" - tm."total_s") AS "phase_sum_gap",    -- |sum of phases - total_s|
-    tm."total_s" / NULLIF(t."nodes", 0) AS "per_node_step_s"    -- step seconds per node of the round
+    tm."total_s" / NULLIF(t."nodes", 0) AS "per_node_step_s",   -- step seconds per node of the round
+    mm."mult_prob_error",                                       -- sampler vs trainer (logprob_mismatch)
+    mm."mult_prob_error_max",
+    mm."share_abs_delta_gt_1",
+    mm."kl_to_ref_mean"
 FROM keys AS k
 LEFT JOIN tasks AS t USING ("run_id", "round")
 LEFT JOIN summaries AS s USING ("run_id", "round")
-LEFT JOIN timing AS tm ON tm."run_id" = k."run_id" AND tm."step" = k."round";
+LEFT JOIN timing AS tm ON tm."run_id" = k."run_id" AND tm."step" = k."round"
+LEFT JOIN mismatch AS mm ON mm."run_id" = k."run_id" AND mm."round" = k."round";

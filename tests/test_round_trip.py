@@ -139,7 +139,7 @@ def test_train_run_and_train_rm_exported_and_restored_give_back_every_table(
 
     want, got = _tables(trained), _tables(restored)
     written = {t for t, rows in want.items() if rows}
-    assert {"runs", "rounds", "task_rounds", "sibling_groups", "nodes", "node_payloads", "steps", "step_metrics",
+    assert {"runs", "rounds", "task_rounds", "sibling_groups", "nodes", "node_payloads", "node_train_tokens", "steps", "step_metrics",
             "sources", "rm_runs", "rm_jobs", "rm_steps", "rm_artifacts", "rm_evaluations", "rm_eval_sections",
             "rm_budgets", "run_lifecycle"} <= written
     assert len(want["step_metrics"]) == 2 and len(want["rm_steps"]) == 4

@@ -37,6 +37,7 @@ class Learner:
     kl: KLControl | None = None  # None: the config's fixed coefficient
     band: Band | None = None  # the KL / entropy bounds checked after the round is written
     variants: UpdateVariants | None = None  # kept layers and compiled norms per step; None: as prepared
+    tokens: list = dataclasses.field(default_factory=list)  # the last step's TokenRecord per sample
 
     def step(self, samples: list[Sample], timer: GuardedTimer, step_no: int = 1) -> dict:
         """One GRPO step on the round's samples (every rank calls it under FSDP): the rate of
@@ -59,7 +60,7 @@ class Learner:
         from train.learn.control import set_step_state
         from train.learn.step import grpo_step
 
-        metrics = grpo_step(self.policy.model, self.optimizer, samples, config, timer)
+        metrics = grpo_step(self.policy.model, self.optimizer, samples, config, timer, tokens=self.tokens)
         if self.kl:  # every rank reads the same all-reduced KL: the coefficient stays in step
             set_step_state(self.optimizer, lr, self.kl.next_coef(coef, metrics.get("kl")))
         return {**metrics, "kl_coef": coef}
@@ -176,6 +177,30 @@ def round_samples(result) -> list[Sample]:
 
     return [Sample(c.prompt_token_ids, c.response_token_ids, r["reward"], r["sibling_group"])
             for task in result.records for r, c in zip(result.records[task], result.completions[task])]
+
+
+def record_round(result, version: int, tokens: list | None = None, step: int | None = None) -> None:
+    """Add to the round's node records the weights that generated them (`policy_version`) and,
+    when the round was learnt from, what step `step` computed for each node's tokens (the
+    TokenRecords of :func:`round_samples`' order): the record path lands them in
+    `nodes.policy_version` and `node_train_tokens`."""
+    for task in result.records:
+        for record in result.records[task]:
+            record["policy_version"] = version
+    trained = [r for task in result.records for r, _ in zip(result.records[task], result.completions[task])]
+    for record, token in zip(trained, tokens or []):
+        if token is not None:
+            record.update(train_step=step, advantage=_finite(token.advantage),
+                          trainer_logprobs=[_finite(v) for v in token.trainer_logprobs],
+                          ref_logprobs=[_finite(v) for v in token.ref_logprobs], ratios=[_finite(v) for v in token.ratios])
+
+
+def _finite(value: float) -> float | None:
+    """A NaN or infinite value (a diverged step) as null: JSON has no such numbers, and a line
+    holding one would be rejected whole, taking its node with it."""
+    import math
+
+    return value if math.isfinite(value) else None
 
 
 def resumed_update_base(opts: RunOptions, resume: ResumePoint | None) -> tuple[int, int] | None:

@@ -27,7 +27,7 @@ from train.device_errors import GuardedTimer
 from train.generate.choice import choose_backend
 from train.factories import (deal_over_ranks, initial_trees, load_run_policy, make_backend,
                              make_writer, prepare_model, resume_point, round_context)
-from train.learner import make_learner, resumed_update_base, round_samples
+from train.learner import make_learner, record_round, resumed_update_base, round_samples
 from train.progress import step_line
 from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
@@ -110,6 +110,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
         # the backend loaded the base model: it must sample from the resumed adapter's weights
         update_weights(backend, learner, opts, run_id, first - 1, team, generator, log)
     report = RunReport(run_id)
+    # the global step of the weights the generator samples from: the resumed adapter's, else the base's
+    version = resume.step if learner is not None and resume is not None else 0
     for round_no in range(first, first + opts.rounds):
         timer = GuardedTimer(arm, round_no, watch=monitor)
         with team.alone():
@@ -125,8 +127,11 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
                 monitor.step_started(round_no)
             samples = team.share(round_samples(result) if team.main else None)
             metrics = learner.step(samples, timer, round_no)  # old_log_prob, ref, adv, update_actor
+            if team.main:
+                record_round(result, version, learner.tokens, step=round_no)
             with timer.phase("update_weights"):
                 update_weights(backend, learner, opts, run_id, round_no, team, generator, log)
+            version = round_no
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
                 with timer.phase("save_checkpoint"):
                     learner.save(opts.checkpoint_root, run_id, round_no)
@@ -134,6 +139,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
             log(step_line(round_no, metrics, step.get("total_s") if step else None))
         if not team.main:
             continue
+        if learner is None:
+            record_round(result, version)
         if monitor is not None:
             monitor.round_finished()
         with team.alone():

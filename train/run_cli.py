@@ -41,7 +41,8 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--health-gate/--no-health-gate", default=True, show_default=True,
               help="After the first step, stop unless every task of the first round has an ok node "
                    "with a reward in [0, 1] (health_gate_step1 in docs/metrics.md, read from the warehouse; "
-                   "with --model tiny it only warns).")
+                   "with --model tiny it only warns) and its sampler and trainer logprobs agree within "
+                   "--set mismatch_max (default 1.1) and mismatch_share_gt1_max (0.01) (check 16).")
 @click.option("--decision-steps", default="", metavar="9,16,30",
               help="Print the pre-registered decision rule's reading after these steps.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",

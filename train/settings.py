@@ -113,9 +113,19 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
                             f"settable: {', '.join(known)}")
     recorded = {**arm_sets, **knob_sets}
     knobs = dataclasses.replace(knobs, **knob_sets)
+    check_mismatch_limits(arm_sets)
     if opts.learn:  # the step's controls are part of what a run did, set or not
         recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
     return arm.with_overrides(**arm_sets), knobs, jsonable(recorded)
+
+
+def check_mismatch_limits(sets: dict) -> None:
+    """--set mismatch_max (>= 1: 1 is exact agreement) and mismatch_share_gt1_max (a share)."""
+    most, share = sets.get("mismatch_max"), sets.get("mismatch_share_gt1_max")
+    if most is not None and most < 1:
+        raise TerminalError(f"--set mismatch_max={most}: needs at least 1 (1 is exact agreement of sampler and trainer)")
+    if share is not None and not 0 <= share <= 1:
+        raise TerminalError(f"--set mismatch_share_gt1_max={share}: a share of tokens, in [0, 1]")
 
 
 def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -140,7 +150,8 @@ def coerce(key: str, value, current):
             return tuple(v.strip() for v in value.split(",") if v.strip())
         if isinstance(current, int) or key.endswith(("_cap", "_rank", "_alpha", "per_round", "per_expansion")):
             return None if value.lower() in ("none", "null") else int(value)
-        if isinstance(current, float) or key in ("learning_rate", "gpu_memory_utilization"):
+        if isinstance(current, float) or key in ("learning_rate", "gpu_memory_utilization", "mismatch_max",
+                                                 "mismatch_share_gt1_max"):
             return None if value.lower() in ("none", "null") else float(value)
     except (KeyError, ValueError):
         raise TerminalError(f"--set {key}={value}: not a valid {type(current).__name__}") from None

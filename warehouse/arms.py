@@ -37,6 +37,10 @@ class Arm:
     expansions_per_round: int = 1
     tasks: tuple[str, ...] = field(default_factory=tuple)
     notes: str = ""
+    # check 16 and the step-1 health gate (warehouse.quality.mismatch): the arm's limits on
+    # sampler-vs-trainer logprob mismatch; None: the defaults there (a run's --set wins)
+    mismatch_max: float | None = None
+    mismatch_share_gt1_max: float | None = None
 
     def row(self) -> dict:
         """This arm as a row of the `arms` table."""

@@ -15,7 +15,9 @@ Design notes
 * The heavy per-node payloads (prompt, completion, thinking, code, token ids, logprobs) live
   in `node_payloads`, joined by `(source_id, line_no)`, so analytic scans of `nodes` stay
   fast. The lengths the metrics need (`n_response_tokens`, `code_chars`, ...) are kept on
-  `nodes` so no metric has to touch the payloads.
+  `nodes` so no metric has to touch the payloads. What the learner computed for each trained
+  node's tokens (its logprob, the reference's, the ratio) is in `node_train_tokens`, the same
+  key, aligned with `response_token_ids`.
 * No foreign-key constraints: DuckDB checks them eagerly on delete-and-reinsert, which is
   how a changed file replaces its rows. The relationships are enforced by the data-quality
   gate instead (invariant 8 and friends).
@@ -66,6 +68,9 @@ arms = sa.Table(
     sa.Column("expansions_per_round", sa.Integer),
     sa.Column("tasks", sa.JSON, comment="list of task slugs"),
     sa.Column("notes", Text),
+    sa.Column("mismatch_max", Double, comment="check 16's limit on mult_prob_error; NULL: the default, 1.1"),
+    sa.Column("mismatch_share_gt1_max", Double,
+              comment="check 16's limit on the share of tokens with |delta| > 1; NULL: the default, 0.01"),
 )
 
 runs = sa.Table(
@@ -200,6 +205,9 @@ nodes = sa.Table(
     sa.Column("mem_peak_gi", Double),
     sa.Column("gpu_name", Text),
     sa.Column("kube_node", Text),
+    # Written by the trainer (train run); NULL for imported roots.
+    sa.Column("policy_version", sa.Integer,
+              comment="global step of the weights that generated the node (0: the base model)"),
     # Derived at load time so metrics never read the payloads.
     sa.Column("schema_kind", Text, comment="A, B or C by the keys present"),
     sa.Column("n_response_tokens", sa.Integer, comment="len(response_token_ids)"),
@@ -221,6 +229,27 @@ node_payloads = sa.Table(
     sa.Column("code", Text),
     sa.Column("response_token_ids", sa.ARRAY(sa.Integer)),
     sa.Column("response_logprobs", sa.ARRAY(Double)),
+)
+
+node_train_tokens = sa.Table(
+    "node_train_tokens",
+    metadata,
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
+    sa.Column("run_id", Text, nullable=False),
+    sa.Column("step", sa.Integer, comment="the GRPO step that trained on the node"),
+    sa.Column("advantage", Double, comment="the node's advantage in that step's loss"),
+    sa.Column("trainer_logprobs", sa.ARRAY(sa.Float),
+              comment="the learner's logprob of each response token before the update (old_log_prob)"),
+    sa.Column("ref_logprobs", sa.ARRAY(sa.Float), comment="the reference model's (adapter disabled)"),
+    sa.Column("ratios", sa.ARRAY(sa.Float), comment="exp(logprob - old_log_prob) in the last epoch's loss"),
+    # derived at load time from the arrays and the node's response_logprobs, so round_metrics and
+    # check 16 never read the arrays (as nodes.n_response_tokens spares the payloads)
+    sa.Column("compared_tokens", sa.Integer, comment="tokens with both the sampler's and the trainer's logprob"),
+    sa.Column("mult_prob_error_sum", Double, comment="sum over those of exp(|trainer - sampler logprob|)"),
+    sa.Column("mult_prob_error_max", Double, comment="max over those of exp(|trainer - sampler logprob|)"),
+    sa.Column("abs_delta_gt_1", sa.Integer, comment="of those, tokens with |trainer - sampler logprob| > 1"),
+    sa.Column("kl_to_ref_sum", Double, comment="sum over trained tokens of the loss's k3 KL to the reference"),
 )
 
 steps = sa.Table(

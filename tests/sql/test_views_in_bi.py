@@ -34,6 +34,13 @@ def url(tmp_path_factory):
     # the phase without a column counts
     r.insert("steps", source_id=990, line_no=1, run_id="run_a", step=1, total_s=99.5, gen_s=60.0,
              update_actor_s=30.0, extra=json.dumps({"phases_s": phases}))
+    # two trained nodes of run_b (logprob_mismatch's input): one token apart by 1.5
+    for line, trainer in ((1, [-0.5, -2.0]), (2, [-0.25, -0.5])):
+        r.insert("nodes", source_id=991, line_no=line, run_id="run_b", round=2, task="cactus", node_id=f"t{line}",
+                 n_response_tokens=2)
+        r.insert("node_payloads", source_id=991, line_no=line, response_token_ids=[1, 2], response_logprobs=[-0.5, -0.5])
+        r.insert("node_train_tokens", source_id=991, line_no=line, run_id="run_b", step=2, advantage=0.5,
+                 trainer_logprobs=trainer, ref_logprobs=[-0.5, -0.5], ratios=[1.0, 1.0])
     r.con.close()
     return url
 

@@ -195,8 +195,10 @@ def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_d
 
     monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     said = []
+    # the canned logprobs are made up: the gate's sampler-vs-trainer limits are lifted (test_run_token_truth.py)
     opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=True,
-                      checkpoint_root=str(tmp_path / "ckpt"), sets={"siblings_per_expansion": "2"}, run_id="r_learn")
+                      checkpoint_root=str(tmp_path / "ckpt"), run_id="r_learn",
+                      sets={"siblings_per_expansion": "2", "mismatch_max": "1e9", "mismatch_share_gt1_max": "1"})
     run(opts, log=said.append)
     with connect(db_url, read_only=True) as con:
         step = con.execute("SELECT step, gen_s, update_actor_s, save_checkpoint_s, total_s FROM steps").fetchall()

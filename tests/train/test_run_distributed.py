@@ -37,7 +37,11 @@ def _counts(db_url: str, run_id: str) -> dict:
                 "steps": one('SELECT "step" FROM "steps" WHERE "run_id" = ? ORDER BY 1'),
                 "step_metrics": one('SELECT "step", "tokens", "micro_batches" FROM "step_metrics" '
                                     'WHERE "run_id" = ? ORDER BY 1'),
-                "runs": one('SELECT count(*) FROM "runs" WHERE "run_id" = ?')}
+                "runs": one('SELECT count(*) FROM "runs" WHERE "run_id" = ?'),
+                # every node trained, its per-token record gathered from whichever rank's micro-batch held it
+                "trained": one('SELECT n."round", count(*), sum(len(t."trainer_logprobs")), sum(n."n_response_tokens"), '
+                               'list(DISTINCT n."policy_version") FROM "node_train_tokens" t '
+                               'JOIN "nodes" n USING ("source_id", "line_no") WHERE n."run_id" = ? GROUP BY 1 ORDER BY 1')}
 
 
 NODE_ROWS_SQL = """SELECT n."round", n."task", n."node_id", n."parent_id", n."mode", n."status", p."code",
@@ -122,6 +126,8 @@ def test_two_ranks_generate_the_round_one_process_generates_node_by_node(db_url,
     want_counts, got_counts = _counts(db_url, "one"), _counts(db_url, "two")
     assert got_counts == want_counts
     assert want_counts["steps"] == [(1,), (2,)] and want_counts["runs"] == [(1,)]
+    assert [(r, n, versions) for r, n, _, _, versions in want_counts["trained"]] == [(1, 8, [0]), (2, 8, [1])]
+    assert all(tokens == lengths for _, _, tokens, lengths, _ in want_counts["trained"])
     for run_id in ("one", "two"):
         steps = sorted(p.name for p in (tmp_path / "ckpt" / run_id).glob("global_step_*"))
         assert steps == ["global_step_1", "global_step_2"], run_id

@@ -251,6 +251,9 @@ def _content(db_url: str) -> dict:
             out[table] = con.execute(f'SELECT {keep} FROM "{table}" ORDER BY ALL').fetchall()
         out["node_payloads"] = con.execute(PAYLOAD.replace("n.node_id,", "n.round, n.task, n.node_id,")
                                            .replace("ORDER BY 1", "ORDER BY ALL")).fetchall()
+        out["node_train_tokens"] = con.execute(
+            'SELECT n."round", n."task", n."node_id", t.* EXCLUDE ("source_id") FROM "node_train_tokens" t '
+            'JOIN "nodes" n USING ("source_id", "line_no") ORDER BY ALL').fetchall()
     return out
 
 
@@ -281,7 +284,9 @@ def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url,
     monkeypatch.chdir(tmp_path)  # the default spool, ./spool_<run>, lands here
     db = db_url.removeprefix("duckdb:///")
     result = CliRunner().invoke(train_main, ["run", "--model", str(model_dir), "--rounds", "3", "--tasks", TASK,
-                                             "--db", db, "--set", "siblings_per_expansion=2", "--run-id", "r_spool"])
+                                             "--db", db, "--set", "siblings_per_expansion=2", "--run-id", "r_spool",
+                                             # the canned logprobs are made up: the mismatch limits are lifted
+                                             "--set", "mismatch_max=1e9", "--set", "mismatch_share_gt1_max=1"])
     assert result.exit_code == 3, result.output
     last = result.output.strip().splitlines()[-1]
     spool = tmp_path / "spool_r_spool"
@@ -300,5 +305,6 @@ def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url,
     got, want = _content(db_url), _content(reference)
     assert {t: len(rows) for t, rows in got.items()} == {t: len(rows) for t, rows in want.items()}
     assert len(got["step_metrics"]) == 3 and len(got["nodes"]) == 6
+    assert len(got["node_train_tokens"]) == 6  # the spooled round's training record came back too
     for table in want:
         assert got[table] == want[table], table

@@ -62,7 +62,7 @@ def test_task_filter_on_a_view_without_task_is_one_clear_error(db):
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         "Error: view 'run_metrics' has no task column; use --view with one of: "
-        "task_round_metrics, decision_rule, invariant_violations"]
+        "task_round_metrics, decision_rule, invariant_violations, logprob_mismatch"]
 
 
 def test_unknown_view_is_refused_by_the_option(db):

@@ -71,6 +71,15 @@ def collective_device() -> torch.device:
     return torch.device("cpu")
 
 
+def gather_objects(mine: dict) -> dict:
+    """Every rank's dict merged (picklable values), on every rank."""
+    if world()[1] == 1:
+        return mine
+    parts = [None] * world()[1]
+    dist.all_gather_object(parts, mine)
+    return {k: v for part in parts for k, v in part.items()}
+
+
 def all_reduce_sum(values: dict) -> dict:
     """Sum float metrics across ranks (max for ratio_max)."""
     if world()[1] == 1:

@@ -1,8 +1,9 @@
 """The run's gates, read from the warehouse (docs/metrics.md), not from the trainer's memory.
 
 * Health gate (after step 1): every task of the run's first round has >= 1 ok node AND every
-  ok node's reward is in [0, 1] -- `run_metrics.health_gate_step1`. Failing it stops the run
-  (`--no-health-gate` continues).
+  ok node's reward is in [0, 1] -- `run_metrics.health_gate_step1` -- AND the sampler and the
+  trainer agree on the round's tokens within the run's limits (check 16,
+  warehouse.quality.mismatch). Failing it stops the run (`--no-health-gate` continues).
 * Decision rule (printed at `--decision-steps`): per task, valid_reward_mean at round k minus
   that at the first round of the lineage root; "moved" when > 0 -- the `decision_rule` view.
 """
@@ -67,7 +68,22 @@ def check_health_gate(con, run_id: str) -> str:
                    for t in tasks if t.ok_nodes == 0 or t.bad_ok_rewards]
         raise HealthGateError(f"health gate failed after step 1 of run {run_id} ({'; '.join(reasons)}). "
                               "Fix the tasks or the policy, or rerun with --no-health-gate to continue")
+    check_mismatch(con, run_id)
     return f"Health gate passed: every task of the first round has an ok node ({len(tasks)} tasks)."
+
+
+def check_mismatch(con, run_id: str) -> None:
+    """Raise HealthGateError when the first round's sampler and trainer logprobs disagree
+    beyond the run's limits (check 16), naming the likely causes."""
+    from warehouse.quality.mismatch import LIKELY_CAUSES, failures
+
+    first = con.execute('SELECT "first_round" FROM "run_metrics" WHERE "run_id" = ?', [run_id]).fetchone()
+    failed = failures(con, run_id, first[0]) if first and first[0] is not None else []
+    if failed:
+        raise HealthGateError(f"health gate failed after step 1 of run {run_id}: the sampler's and the "
+                              f"trainer's logprobs disagree ({'; '.join(failed)}). Likely causes: "
+                              f"{LIKELY_CAUSES}. Raise the limits with --set mismatch_max=... or rerun "
+                              "with --no-health-gate to continue")
 
 
 def decision_rule(con, run_id: str, k: int) -> list[tuple]:

@@ -13,7 +13,7 @@ import torch
 
 from train.learn.advantages import grpo_valid_only
 from train.learn.attention import packed_attention
-from train.learn.fsdp import all_reduce_sum, deal, world
+from train.learn.fsdp import all_reduce_sum, deal, gather_objects, world
 from train.learn.logprobs import PackedRow, causal_lm, pack_row, row_logprobs
 from train.learn.lora import compiled_norms, mixed_precision
 from train.learn.loss import LossConfig, token_loss_sums
@@ -41,9 +41,21 @@ class StepConfig:
     loss: LossConfig = field(default_factory=LossConfig)
 
 
+@dataclass(frozen=True)
+class TokenRecord:
+    """What the step computed for one sample's response tokens (node_train_tokens), each list
+    aligned with its response_ids."""
+
+    trainer_logprobs: list[float]  # old_log_prob: the learner's, before the update
+    ref_logprobs: list[float]  # the reference's (adapter disabled)
+    ratios: list[float]  # exp(logprob - old_log_prob) in the last epoch's loss
+    advantage: float
+
+
 @dataclass
 class _Batch:
     rows: list[PackedRow]
+    members: list[list[int]]  # per row, the sample index of each packed sequence (filler: none)
     advantages: list[torch.Tensor]  # per row, (n,) one value per loss token
     weights: list[float]  # 1.0, or 0.0 for a filler row (FSDP: equal forwards on every rank)
     tokens: int  # response tokens of the whole round, all ranks together
@@ -55,22 +67,24 @@ def _build_batch(samples: Sequence[Sample], advantages: Sequence[float], budget:
     lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in keep]
     batches = sorted(pack(lengths, budget), key=lambda mb: -mb.tokens)
     rank, size = world()
-    rows, advs, weights = [], [], []
+    rows, members, advs, weights = [], [], [], []
     for index in deal(len(batches), rank, size):
         if index is None:  # filler: one token predicting one token, zero weight
             rows.append(pack_row([([0], [0])]))
+            members.append([])
             advs.append(torch.zeros(1))
             weights.append(0.0)
             continue
         mb = batches[index]
         chosen = [samples[keep[j]] for j in mb.indices]
+        members.append([keep[j] for j in mb.indices])
         rows.append(pack_row([(s.prompt_ids, s.response_ids) for s in chosen]))
         advs.append(torch.cat([
             torch.full((len(s.response_ids),), float(advantages[keep[j]]))
             for j, s in zip(mb.indices, chosen)
         ]))
         weights.append(1.0)
-    return _Batch(rows, advs, weights, sum(len(samples[i].response_ids) for i in keep), len(batches))
+    return _Batch(rows, members, advs, weights, sum(len(samples[i].response_ids) for i in keep), len(batches))
 
 
 @torch.no_grad()
@@ -86,17 +100,19 @@ def _accumulate(sums: dict, terms: dict) -> None:
         sums[key] = max(sums[key], value) if key == "ratio_max" else sums[key] + value
 
 
-def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict:
+def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> tuple[dict, list[torch.Tensor]]:
+    """The update's metrics, and per row the ratio (n,) each loss token had."""
     policy.train()
     optimizer.zero_grad(set_to_none=True)
     # every key present on every rank, even one that only ran fillers: metrics are all-reduced
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "ratio_max": 0.0}
-    entropy = 0.0
+    entropy, ratios = 0.0, []
     # backward recomputes checkpointed layers: the packed attention must still be in force
     with packed_attention(causal_lm(policy)), mixed_precision(policy), compiled_norms(policy, cfg.compile_norms):
         for row, adv, weight, old_lp, ref_lp in zip(batch.rows, batch.advantages, batch.weights, old, ref):
             logp, ent = row_logprobs(policy, row, cfg.logprob_chunk)
             terms = token_loss_sums(logp, old_lp, ref_lp, adv.to(logp.device), cfg.loss)
+            ratios.append(torch.exp(logp.detach() - old_lp).cpu())  # as token_loss_sums forms it
             # FSDP averages gradients over ranks: scale by their number to keep the token mean
             (terms["loss"] * (weight * world()[1] / batch.tokens)).backward()
             if weight:
@@ -106,7 +122,18 @@ def _update(policy, optimizer, batch: _Batch, old, ref, cfg: StepConfig) -> dict
     optimizer.step()
     sums = all_reduce_sum({**sums, "entropy": entropy})
     means = {k: v / batch.tokens for k, v in sums.items() if k != "ratio_max"}
-    return {**means, "ratio_max": sums["ratio_max"], "grad_norm": grad_norm}
+    return {**means, "ratio_max": sums["ratio_max"], "grad_norm": grad_norm}, ratios
+
+
+def _token_records(batch: _Batch, old, ref, ratios, advantages: Sequence[float]) -> dict[int, TokenRecord]:
+    """Sample index -> its TokenRecord, gathered from every rank's micro-batches."""
+    mine = {}
+    for row, members, old_lp, ref_lp, ratio in zip(batch.rows, batch.members, old, ref, ratios):
+        old_lp, ref_lp = old_lp.float().cpu(), ref_lp.float().cpu()
+        for index, span in zip(members, row.response_slices):
+            mine[index] = TokenRecord(old_lp[span].tolist(), ref_lp[span].tolist(), ratio[span].tolist(),
+                                      float(advantages[index]))
+    return gather_objects(mine)
 
 
 def _clip(policy, max_norm: float) -> float:
@@ -116,15 +143,18 @@ def _clip(policy, max_norm: float) -> float:
 
 
 def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
-              timer: PhaseTimer) -> dict:
+              timer: PhaseTimer, tokens: list | None = None) -> dict:
     """Update `policy` (a peft model) on one round's samples; returns the step's metrics (those
-    of the last epoch when `cfg.epochs` > 1)."""
+    of the last epoch when `cfg.epochs` > 1). `tokens`, when given, is filled with one
+    TokenRecord per sample (None for a sample without response tokens), on every rank."""
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     with timer.phase("adv"):
         advantages = grpo_valid_only([s.reward for s in samples], [s.sibling_group for s in samples])
     batch = _build_batch(samples, advantages, cfg.token_budget)
     if batch.tokens == 0:
+        if tokens is not None:
+            tokens[:] = [None] * len(samples)
         return {"tokens": 0, "micro_batches": 0, "skipped": "no response tokens"}
     with timer.phase("old_log_prob"):
         old = _logprobs(policy, batch.rows, cfg.logprob_chunk)
@@ -132,7 +162,10 @@ def grpo_step(policy, optimizer, samples: Sequence[Sample], cfg: StepConfig,
         ref = _logprobs(policy, batch.rows, cfg.logprob_chunk)
     with timer.phase("update_actor"):
         for _ in range(max(cfg.epochs, 1)):  # old and ref stay those of the sampling policy
-            metrics = _update(policy, optimizer, batch, old, ref, cfg)
+            metrics, ratios = _update(policy, optimizer, batch, old, ref, cfg)
+    if tokens is not None:
+        records = _token_records(batch, old, ref, ratios, advantages)
+        tokens[:] = [records.get(i) for i in range(len(samples))]
     policy.eval()  # generation runs next: no checkpointing, KV cache on
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
     return {**metrics, "tokens": batch.tokens, "micro_batches": batch.micro_batches,

@@ -121,6 +121,13 @@ ORDER BY "check_no", "run_id", "job", "item", "detail"
 """
 
 
+def mismatch_frame(con, run: str | None = None):
+    """One row per trained task-round: its logprob_mismatch figures and the run's limits."""
+    from warehouse.quality.mismatch import MISMATCH_SQL, params
+
+    return _frame(con, MISMATCH_SQL, params(run))
+
+
 def rm_evaluations_frame(con, run: str | None = None):
     """One row per reward-model evaluation, with its receipt match and SE ratio."""
     return _frame(con, _RM_EVALUATIONS_SQL, [run, run])
@@ -136,6 +143,6 @@ def rm_violations_frame(con, run: str | None = None, checks=RM_CROSS_ROW_CHECKS)
     return _frame(con, _RM_VIOLATIONS_SQL, [list(checks), run, run])
 
 
-FRAMES = {"nodes": nodes_frame, "violations": violations_frame,
+FRAMES = {"nodes": nodes_frame, "violations": violations_frame, "mismatch": mismatch_frame,
           "rm_evaluations": rm_evaluations_frame, "rm_sections": rm_sections_frame,
           "rm_violations": rm_violations_frame}

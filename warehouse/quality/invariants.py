@@ -29,6 +29,9 @@ INVARIANTS: dict[int, str] = {
     13: "at most three retained artifacts per reward-model run",
     14: "reward-model progress strictly increasing within a job (artifacts, steps)",
     15: "reward-model proxy rows a subset of the full split (proxy n <= full n)",
+    # Training runs: sampler vs trainer (logprob_mismatch; warehouse.quality.mismatch).
+    16: "sampler and trainer agree on the trained tokens: mult_prob_error <= the run's mismatch_max "
+        "(default 1.1, NeMo RL's) and |delta| > 1 on <= mismatch_share_gt1_max of them (default 1%)",
 }
 
 

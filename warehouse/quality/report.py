@@ -52,7 +52,8 @@ def _verdict(report: CheckReport) -> str:
     numbers = sorted({o.check_no for o in failed})
     checks = ", ".join(str(n) for n in numbers)
     views = [view for view, wanted in (("invariant_violations", any(n < 10 for n in numbers)),
-                                       ("rm_violations", any(n >= 10 for n in numbers))) if wanted]
+                                       ("rm_violations", any(10 <= n <= 15 for n in numbers)),
+                                       ("logprob_mismatch", 16 in numbers)) if wanted]
     where = " and ".join(f'warehouse sql "SELECT * FROM {v}"' for v in views)
     return (f"FAILED: {len(failed)} of {len(report.outcomes)} expectations (invariants {checks}). "
             f"Every offending row: {where}.{docs}\n")

@@ -3,6 +3,7 @@
 * `nodes` (node records): invariants 1, 2, 4, 5, 6 and 9 as native row-level expectations.
 * `summaries` (round summaries): invariant 3.  * `timing` (timing rows): invariant 7.
 * `lineage` (parents across runs): invariant 8.
+* `mismatch` (trained task-rounds): check 16, sampler vs trainer logprobs (logprob_mismatch).
 * `rm_evaluations`, `rm_sections`, `rm_artifacts`, `rm_splits`: the reward-model checks
   10-15 (docs/reward_model.md); 13-15 are cross-row, read from the `rm_violations` view.
 
@@ -174,6 +175,20 @@ def _rm_sections() -> list:
         **_meta(10, "a section score is in [0, 100]"))]
 
 
+def _mismatch() -> list:
+    """Check 16 per trained task-round, against the run's limits (warehouse.quality.mismatch)."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToBeInSet(
+            column="mult_within", value_set=[True],
+            **_meta(16, "mult_prob_error (mean exp|trainer - sampler logprob|) <= the run's mismatch_max")),
+        gxe.ExpectColumnValuesToBeInSet(
+            column="share_within", value_set=[True],
+            **_meta(16, "share of tokens with |trainer - sampler logprob| > 1 <= the run's mismatch_share_gt1_max")),
+    ]
+
+
 SUITES: dict[str, Suite] = {
     "nodes": Suite("nodes", "nodes", (1, 2, 4, 5, 6, 9), _nodes),
     "summaries": Suite("summaries", "violations", (3,),
@@ -182,6 +197,7 @@ SUITES: dict[str, Suite] = {
                     _no_violations(7, "steps increase, phases sum to total_s")),
     "lineage": Suite("lineage", "violations", (8,),
                      _no_violations(8, "every parent is a node of the run's lineage")),
+    "mismatch": Suite("mismatch", "mismatch", (16,), _mismatch),
     "rm_evaluations": Suite("rm_evaluations", "rm_evaluations", (10, 11, 12), _rm_evaluations),
     "rm_sections": Suite("rm_sections", "rm_sections", (10,), _rm_sections),
     "rm_artifacts": Suite("rm_artifacts", "rm_violations", (13, 14), lambda: [

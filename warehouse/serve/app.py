@@ -154,7 +154,8 @@ class Pages:
     def node(self, request: Request) -> Response:
         rnd = request.query_params.get("round")
         page = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
-                         int(rnd) if rnd and rnd.isdigit() else None)
+                         int(rnd) if rnd and rnd.isdigit() else None,
+                         shade_by=request.query_params.get("shade") or "sampler")
         return self.render(request, "node.html", node=page.node, family=page.family, tokens=page.tokens)
 
     def nodes(self, request: Request) -> Response:

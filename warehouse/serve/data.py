@@ -303,9 +303,11 @@ SELECT n."run_id", n."round", n."task", n."node_id", n."mode", n."status", n."re
        n."exec_pending_s", n."exec_stage_s", n."exec_exec_s", n."exec_retrieve_s", n."returncode",
        n."mem_peak_gi", n."gpu_util", n."source",
        p."code", p."prompt_messages", p."raw_completion", p."thinking",
-       p."response_token_ids", p."response_logprobs"
+       p."response_token_ids", p."response_logprobs", n."policy_version",
+       tt."trainer_logprobs", tt."ref_logprobs", tt."advantage", tt."step" AS "train_step"
 FROM "nodes" AS n
 LEFT JOIN "node_payloads" AS p USING ("source_id", "line_no")
+LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
 WHERE n."run_id" = ? AND n."node_id" = ?
   AND (CAST(? AS INTEGER) IS NULL OR n."round" = ?)
 ORDER BY n."round", n."source_id", n."line_no"
@@ -320,9 +322,9 @@ class NodePage:
     tokens: object         # rollouts.Tokens
 
 
-def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> NodePage:
+def node(url: str, run_id: str, node_id: str, round_no: int | None = None, shade_by: str = "sampler") -> NodePage:
     """One node with its payload (plan, code, term_tail, the prompt messages), its family and
-    its response token by token."""
+    its response token by token (shaded by `shade_by`, rollouts.SHADES)."""
     from warehouse.serve import rollouts
 
     with reading(url) as con:
@@ -333,7 +335,7 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> No
         family = rollouts.family(con, record)
         run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
-    return NodePage(record, family, rollouts.tokens(record, run))
+    return NodePage(record, family, rollouts.tokens(record, run, shade_by=shade_by))
 
 
 def nodes_page(url: str, run_id: str, params) -> object:

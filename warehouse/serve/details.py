@@ -19,7 +19,7 @@ from warehouse.report import rows
 #: arms columns shown as the run's settings, in this order
 ARM_SETTINGS = ("model", "prompt_cap", "response_cap", "total_cap", "siblings_per_expansion",
                 "expansions_per_round", "lora_rank", "lora_alpha", "learning_rate", "adv_estimator",
-                "gpu_memory_utilization")
+                "gpu_memory_utilization", "mismatch_max", "mismatch_share_gt1_max")
 #: overrides keys shown under "generation" rather than "knobs"
 GENERATION_KEYS = ("backend", "backend_version", "model_dir")
 HIDDEN_KEYS = ("tasks", "checkpoint_dir", "checkpoint_every")

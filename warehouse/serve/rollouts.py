@@ -19,9 +19,9 @@ PAGE_SIZE = 100
 #: sort keys the browser offers -> the ORDER BY it runs (fixed text, never user input)
 SORTS = {"round": '"round", "task", "line_no"', "reward": '"reward" DESC NULLS LAST, "round"',
          "-reward": '"reward" ASC NULLS LAST, "round"', "exec_time": '"exec_time" DESC NULLS LAST',
-         "tokens": '"n_response_tokens" DESC NULLS LAST'}
+         "tokens": '"n_response_tokens" DESC NULLS LAST', "mismatch": '"mult_prob_error" DESC NULLS LAST'}
 FILTERS = ("task", "round", "status", "mode", "sibling_group", "reward_min", "reward_max",
-           "tokens_min", "tokens_max")
+           "tokens_min", "tokens_max", "mismatch_min")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class NodeQuery:
     reward_max: float | None = None
     tokens_min: int | None = None
     tokens_max: int | None = None
+    mismatch_min: float | None = None  # the node's mult_prob_error (sampler vs trainer) at least this
     sort: str = "round"
     offset: int = 0
 
@@ -54,7 +55,7 @@ class NodeQuery:
                    mode=params.get("mode") or None, sibling_group=params.get("sibling_group") or None,
                    reward_min=num("reward_min", float), reward_max=num("reward_max", float),
                    tokens_min=num("tokens_min", int), tokens_max=num("tokens_max", int),
-                   sort=params.get("sort") if params.get("sort") in SORTS else "round",
+                   mismatch_min=num("mismatch_min", float), sort=params.get("sort") if params.get("sort") in SORTS else "round",
                    offset=max(num("offset", int) or 0, 0))
 
     def params(self, **change) -> dict:
@@ -84,18 +85,23 @@ WHERE "run_id" = ?
   AND (CAST(? AS DOUBLE) IS NULL OR "reward" <= ?)
   AND (CAST(? AS INTEGER) IS NULL OR "n_response_tokens" >= ?)
   AND (CAST(? AS INTEGER) IS NULL OR "n_response_tokens" <= ?)
+  AND (CAST(? AS DOUBLE) IS NULL OR "mult_prob_error" >= ?)
 '''
+# the run's nodes with each trained node's mult_prob_error, from node_train_tokens' per-node sums
+NODES = ('(SELECT n.*, tt."mult_prob_error_sum" / NULLIF(tt."compared_tokens", 0) AS "mult_prob_error" '
+         'FROM "nodes" AS n LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no") '
+         'WHERE n."run_id" = ?) AS n')
 
 
 def node_list(con, run_id: str, q: NodeQuery) -> NodeList:
-    params = [run_id]
+    params = [run_id, run_id]
     for name in FILTERS:
         params += [getattr(q, name)] * 2
-    total = con.execute(f'SELECT count(*) FROM "nodes" {WHERE}', params).fetchone()[0]
+    total = con.execute(f'SELECT count(*) FROM {NODES} {WHERE}', params).fetchone()[0]
     found = rows(con, f'''
         SELECT "round", "task", "node_id", "mode", "status", "reward", "exec_time", "n_response_tokens",
-               "sibling_group", "parent_id", "exc_type", "test_metric", "source_id", "line_no"
-        FROM "nodes" {WHERE} ORDER BY {SORTS[q.sort]}, "source_id", "line_no" LIMIT {PAGE_SIZE} OFFSET ?''',
+               "sibling_group", "parent_id", "exc_type", "test_metric", "source_id", "line_no", "mult_prob_error"
+        FROM {NODES} {WHERE} ORDER BY {SORTS[q.sort]}, "source_id", "line_no" LIMIT {PAGE_SIZE} OFFSET ?''',
                  *params, q.offset)
     _parent_links(con, found)
     choices = {c: [r[0] for r in con.execute(
@@ -152,31 +158,65 @@ def family(con, record: dict) -> dict:
             "group": group[0] if group else None}
 
 
+#: What the node page's token view can shade by (?shade=...).
+SHADES = ("sampler", "trainer", "mismatch", "advantage")
+
+
 @dataclass
 class Tokens:
-    tokens: list[dict]          # position, token_id, logprob, prob, text, shade
+    tokens: list[dict]          # position, token_id, logprob, prob, trainer_logprob, mismatch, text, shade
     lowest: list[dict]          # the least likely spans: start, end, logprob (sum), text
     decoded: bool               # text came from the run's tokenizer (else ids are shown)
     tokenizer: str | None       # where that tokenizer was read from
     mean_logprob: float | None = None
+    shade_by: str = "sampler"   # one of SHADES
+    trained: bool = False       # the node has the GRPO step's per-token record
+    advantage: float | None = None
+    mult_prob_error: float | None = None  # mean exp(|trainer - sampler|) over its tokens
+    worst: list[dict] = field(default_factory=list)  # the worst-mismatch spans: start, end, delta (sum |d|), text
 
 
-def tokens(record: dict, run: dict, spans: int = 10) -> Tokens:
-    """The response token by token with its logprob and a shade for it; the `spans` least
-    likely runs of consecutive tokens whose probability is under one half."""
+def tokens(record: dict, run: dict, spans: int = 10, shade_by: str = "sampler") -> Tokens:
+    """The response token by token with its sampler logprob, the trainer's where the node was
+    trained, and a shade for it (`shade_by`: SHADES); the `spans` least likely runs of consecutive
+    tokens whose probability is under one half, and the `spans` worst-mismatch runs."""
     ids = list(record.get("response_token_ids") or [])
     logprobs = list(record.get("response_logprobs") or [])
+    trainer = list(record.get("trainer_logprobs") or [])
+    advantage = record.get("advantage")
     found = find_tokenizer(run)
     texts = decode_each(str(found), tuple(ids)) if found else None
     items = []
     for i, token_id in enumerate(ids):
         lp = logprobs[i] if i < len(logprobs) else None
+        tlp = trainer[i] if i < len(trainer) else None
         prob = math.exp(lp) if lp is not None and math.isfinite(lp) else None
-        items.append({"position": i, "token_id": token_id, "logprob": lp, "prob": prob,
-                      "text": texts[i] if texts else f"⟨{token_id}⟩", "shade": shade(prob)})
+        mismatch = math.exp(abs(tlp - lp)) if lp is not None and tlp is not None and math.isfinite(lp) else None
+        items.append({"position": i, "token_id": token_id, "logprob": lp, "prob": prob, "trainer_logprob": tlp,
+                      "mismatch": mismatch, "text": texts[i] if texts else f"⟨{token_id}⟩"})
+    shade_by = shade_by if shade_by in SHADES else "sampler"
+    for t in items:
+        t["shade"] = token_shade(t, shade_by, advantage)
     finite = [t["logprob"] for t in items if t["prob"] is not None]
+    errors = [t["mismatch"] for t in items if t["mismatch"] is not None]
     return Tokens(items, lowest_spans(items, spans), texts is not None, str(found) if found else None,
-                  sum(finite) / len(finite) if finite else None)
+                  sum(finite) / len(finite) if finite else None, shade_by, bool(trainer), advantage,
+                  sum(errors) / len(errors) if errors else None, worst_mismatch_spans(items, spans))
+
+
+def token_shade(t: dict, shade_by: str, advantage: float | None) -> str:
+    if shade_by == "trainer":
+        tlp = t["trainer_logprob"]
+        return shade(math.exp(tlp) if tlp is not None else None)
+    if shade_by == "mismatch":  # white where the two agree, red by |delta| up to 2 (7.4x)
+        m = t["mismatch"]
+        return shade(None if m is None else max(0.0, 1 - math.log(m) / 2))
+    if shade_by == "advantage":  # the node's one advantage: green above 0, red below
+        if advantage is None:
+            return shade(None)
+        light = 100 - round(45 * min(abs(advantage), 1.0))
+        return f"hsl({120 if advantage > 0 else 0}, 60%, {light}%)"
+    return shade(t["prob"])
 
 
 def shade(prob: float | None) -> str:
@@ -185,6 +225,22 @@ def shade(prob: float | None) -> str:
         return "#eeeeee"
     light = 100 - round(45 * (1 - prob))  # 55 % (p = 0) .. 100 % (p = 1) lightness
     return f"hsl(0, 85%, {light}%)"
+
+
+def worst_mismatch_spans(items: list[dict], limit: int, over: float = 0.1) -> list[dict]:
+    """Runs of consecutive tokens each with |trainer - sampler logprob| > `over`, the largest
+    summed |delta| first; a lone token is a span of one."""
+    spans, current = [], []
+    for t in items + [{"mismatch": None}]:
+        if t["mismatch"] is not None and math.log(t["mismatch"]) > over:
+            current.append(t)
+            continue
+        if current:
+            spans.append({"start": current[0]["position"], "end": current[-1]["position"],
+                          "delta": sum(math.log(c["mismatch"]) for c in current),
+                          "text": "".join(c["text"] for c in current)})
+        current = []
+    return sorted(spans, key=lambda s: -s["delta"])[:limit]
 
 
 def lowest_spans(items: list[dict], limit: int, under: float = 0.5) -> list[dict]:

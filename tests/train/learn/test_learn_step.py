@@ -128,3 +128,34 @@ def test_epochs_take_several_optimizer_steps_against_the_sampling_policy():
     assert one["ratio_max"] == 1.0 and one["kl"] == 0.0
     assert two["ratio_max"] != 1.0 and two["kl"] > 0.0
     assert moved_two > moved_one * 1.5
+
+
+def test_token_records_follow_each_sample_through_the_packing():
+    """Micro-batches of 40 tokens pack the samples in another order: each sample's record is
+    still its own tokens' old_log_prob (one plain fp32 forward per sample, before the update),
+    its reference's (adapter off) and its advantage; an empty response has none."""
+    from train.learn.advantages import grpo_valid_only
+    from train.learn.logprobs import plain_logprobs
+    from train.learn.step import Sample
+
+    policy = tiny_policy(init=False)  # adapter on: trainer and reference differ
+    samples = random_samples(6, seed=4)
+    samples.insert(2, Sample([1, 2], [], reward=0.3, sibling_group="g0"))
+    with torch.no_grad():
+        want = [plain_logprobs(policy, s.prompt_ids, s.response_ids).tolist() if s.response_ids else None
+                for s in samples]
+        with policy.disable_adapter():
+            want_ref = [plain_logprobs(policy, s.prompt_ids, s.response_ids).tolist() if s.response_ids else None
+                        for s in samples]
+    advantages = grpo_valid_only([s.reward for s in samples], [s.sibling_group for s in samples])
+    tokens = []
+    metrics = grpo_step(policy, optimizer_for(policy), samples, StepConfig(token_budget=40), PhaseTimer(), tokens=tokens)
+    assert metrics["micro_batches"] > 1 and len(tokens) == len(samples) and tokens[2] is None
+    for record, lp, ref, advantage, sample in zip(tokens, want, want_ref, advantages, samples):
+        if record is None:
+            continue
+        assert len(record.trainer_logprobs) == len(sample.response_ids) == len(record.ratios)
+        assert record.trainer_logprobs == pytest.approx(lp, abs=1e-4)
+        assert record.ref_logprobs == pytest.approx(ref, abs=1e-4)
+        assert record.ratios == pytest.approx([1.0] * len(lp), abs=1e-4)  # one epoch: the sampling weights
+        assert record.advantage == advantage

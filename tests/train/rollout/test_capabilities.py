@@ -128,6 +128,12 @@ def test_a_resumed_run_loads_its_weights_into_a_backend_with_weights_of_its_own(
     events.clear()
     train.run.run(RunOptions(**{**opts.__dict__, "run_id": "resumed", "resume_from": "first:1"}), log=lambda line: None)
     assert events == (["load"] if own else []) + ["gen", "load"]
+    from warehouse.db import connect
+
+    with connect(db_url, read_only=True) as con:  # the weights of each node: the base, then step 1 resumed
+        versions = con.execute('SELECT "run_id", "round", list(DISTINCT "policy_version") FROM "nodes" '
+                               'GROUP BY ALL ORDER BY 1').fetchall()
+    assert versions == [("first", 1, [0]), ("resumed", 2, [1])]
 
 
 class SilentBackend:

@@ -17,7 +17,7 @@ def invoke(url: str, *args: str, width: int = 200):
 def test_clean_warehouse_exits_0_and_says_passed(clean_url):
     result = invoke(clean_url)
     assert result.exit_code == 0, result.output
-    assert "PASSED: all 35 expectations hold." in result.output
+    assert "PASSED: all 37 expectations hold." in result.output
     assert "FAIL" not in result.output
 
 
@@ -29,7 +29,7 @@ def test_violation_exits_1_with_count_and_examples(clean_url):
     cells = re.split(r"\s{2,}", line.strip())  # columns are two or more spaces apart
     assert cells[0] == "8" and cells[1] == "lineage" and cells[4] == "2"
     assert cells[5] == "r1 round 2 cactus a5; r2 round 3 cactus c1"
-    assert "FAILED: 1 of 35 expectations (invariants 8)" in result.output
+    assert "FAILED: 1 of 37 expectations (invariants 8)" in result.output
 
 
 def test_json_lists_every_expectation_with_its_rows(clean_url):
