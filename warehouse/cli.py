@@ -221,6 +221,20 @@ def cleanup(obj: dict, older_than: str, dry_run: bool) -> None:
     click.echo(f"{verb} {len(cleaned.orphaned)} orphaned and {len(cleaned.scheduled)} expired files.")
 
 
+@main.command()
+@click.pass_obj
+def compact(obj: dict) -> None:
+    """Rewrite the DuckDB file without its free blocks (reports the size before and after).
+
+    Copies every table and view into a new file under the write lock and renames it over the
+    old one; readers attached meanwhile keep reading what they opened.
+    """
+    from warehouse.maintenance import compact as do_compact
+
+    done = do_compact(obj["db_url"])
+    click.echo(f"Compacted {done.path}: {done.bytes_before / 1e6:.1f} MB -> {done.bytes_after / 1e6:.1f} MB.")
+
+
 def _register_subcommands() -> None:
     """Commands owned by other areas register here (ingest, metrics, check, ...)."""
     import importlib
