@@ -320,9 +320,10 @@ class NodePage:
     tokens: object         # rollouts.Tokens
 
 
-def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> NodePage:
+def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
+         all_tokens: bool = False) -> NodePage:
     """One node with its payload (plan, code, term_tail, the prompt messages), its family and
-    its response token by token."""
+    its response token by token (the first rollouts.SHOWN_TOKENS unless `all_tokens`)."""
     from warehouse.serve import rollouts
 
     with reading(url) as con:
@@ -333,7 +334,7 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None) -> No
         family = rollouts.family(con, record)
         run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
-    return NodePage(record, family, rollouts.tokens(record, run))
+    return NodePage(record, family, rollouts.tokens(record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS))
 
 
 def nodes_page(url: str, run_id: str, params) -> object:

@@ -152,18 +152,25 @@ def family(con, record: dict) -> dict:
             "group": group[0] if group else None}
 
 
+# The node page draws this many tokens (a span of its own, shaded, with a tooltip, each) and
+# the rest on request: a 24,576-token response drawn whole is 4 MB of HTML.
+SHOWN_TOKENS = 2048
+
+
 @dataclass
 class Tokens:
-    tokens: list[dict]          # position, token_id, logprob, prob, text, shade
+    tokens: list[dict]          # position, token_id, logprob, prob, text, shade (the ones drawn)
     lowest: list[dict]          # the least likely spans: start, end, logprob (sum), text
     decoded: bool               # text came from the run's tokenizer (else ids are shown)
     tokenizer: str | None       # where that tokenizer was read from
     mean_logprob: float | None = None
+    total: int = 0              # tokens in the response; `tokens` holds the first of them
 
 
-def tokens(record: dict, run: dict, spans: int = 10) -> Tokens:
-    """The response token by token with its logprob and a shade for it; the `spans` least
-    likely runs of consecutive tokens whose probability is under one half."""
+def tokens(record: dict, run: dict, spans: int = 10, shown: int | None = None) -> Tokens:
+    """The response token by token with its logprob and a shade for it (the first `shown`
+    tokens; all when None); the `spans` least likely runs of consecutive tokens whose
+    probability is under one half, and the mean logprob, over the whole response."""
     ids = list(record.get("response_token_ids") or [])
     logprobs = list(record.get("response_logprobs") or [])
     found = find_tokenizer(run)
@@ -175,8 +182,9 @@ def tokens(record: dict, run: dict, spans: int = 10) -> Tokens:
         items.append({"position": i, "token_id": token_id, "logprob": lp, "prob": prob,
                       "text": texts[i] if texts else f"⟨{token_id}⟩", "shade": shade(prob)})
     finite = [t["logprob"] for t in items if t["prob"] is not None]
-    return Tokens(items, lowest_spans(items, spans), texts is not None, str(found) if found else None,
-                  sum(finite) / len(finite) if finite else None)
+    return Tokens(items[:shown] if shown is not None else items, lowest_spans(items, spans),
+                  texts is not None, str(found) if found else None,
+                  sum(finite) / len(finite) if finite else None, len(items))
 
 
 def shade(prob: float | None) -> str:
