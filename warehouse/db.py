@@ -131,10 +131,11 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
     while True:
         try:
             return _open_file(path, read_only)
-        except (duckdb.IOException, duckdb.ConnectionException, _ModeClash) as exc:
-            # ConnectionException: another thread of this process holds the file open in the
-            # other mode (a trainer's heartbeat writing while its loop reads); it lets go in
-            # milliseconds, so it is waited for like another process's lock
+        except (duckdb.IOException, duckdb.ConnectionException, duckdb.BinderException, _ModeClash) as exc:
+            # ConnectionException, _ModeClash: another thread of this process holds the file
+            # open in the other mode (a trainer's heartbeat writing while its loop reads);
+            # BinderException: this process opened it with duckdb.connect(path) itself. Either
+            # lets go in milliseconds, so it is waited for like another process's lock
             if not (_is_lock_error(exc) or _is_mode_clash(exc)):
                 raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
@@ -169,8 +170,9 @@ def _open_file(path: str, read_only: bool):
 
     if path == ":memory:":
         return duckdb.connect(path, config=_config(read_only, path)), None
+    key = os.path.realpath(path)  # one file however its path is spelled
     with _FILES_LOCK:
-        shared = _FILES.get(path)
+        shared = _FILES.get(key)
         if shared is not None and shared.read_only != read_only:
             raise _ModeClash(path)
         if shared is None:
@@ -180,26 +182,26 @@ def _open_file(path: str, read_only: bool):
             except BaseException:
                 con.close()
                 raise
-            shared = _FILES[path] = _SharedFile(con, read_only)
+            shared = _FILES[key] = _SharedFile(con, read_only)
         shared.users += 1
         cursor = shared.con.cursor()
     try:
         cursor.execute(f"USE {quote_identifier(file_alias(path))}")
     except BaseException:
-        _release_file(path, cursor)
+        _release_file(key, cursor)
         raise
-    return cursor, path
+    return cursor, key
 
 
-def _release_file(path: str | None, cursor) -> None:
+def _release_file(key: str | None, cursor) -> None:
     cursor.close()
-    if path is None:
+    if key is None:
         return
     with _FILES_LOCK:
-        shared = _FILES[path]
+        shared = _FILES[key]
         shared.users -= 1
         if shared.users == 0:
-            del _FILES[path]
+            del _FILES[key]
             shared.con.close()
 
 
@@ -222,7 +224,8 @@ def _file_open_error(exc: Exception, path: str) -> Exception:
 
 
 def _is_mode_clash(exc: Exception) -> bool:
-    return isinstance(exc, _ModeClash) or "different configuration" in str(exc)
+    text = str(exc)
+    return isinstance(exc, _ModeClash) or "different configuration" in text or "Unique file handle conflict" in text
 
 
 # --- DuckLake --------------------------------------------------------------------------------
