@@ -66,6 +66,8 @@ BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds me
 # commits), and each checkpoint rewrites the whole open row group. With 64 MB batches, 96 MB
 # means two logged commits and a checkpoint on the third: on the 523 MB bench root 25 s
 # instead of 29-32 s at 256 MB (which logged three), and a smaller file (235 vs 268 MB).
+# The open row group is at most 2,048 rows (warehouse/db.py, ROW_GROUP_SIZE): what a commit
+# rewrites no longer grows with what the warehouse holds.
 CHECKPOINT_THRESHOLD = "96MB"
 LAKE_RETRY_S = 120.0  # how long a DuckLake ingest keeps redoing commits other writers win
 ROW_KINDS = ("nodes", "summary", "timing", "step_metrics", "wandb_history", "wandb_config",

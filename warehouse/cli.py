@@ -10,7 +10,7 @@ import traceback
 
 import click
 
-from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, DEFAULT_DB_FILE
+from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, DEFAULT_DB_FILE, DEFAULT_MEMORY_LIMIT, MEMORY_ENV_VAR
 
 
 class ErrorBoundaryGroup(click.Group):
@@ -59,19 +59,30 @@ pass_db = click.make_pass_decorator(dict)
          f"later opens read it from the catalog. Default for a SQLite catalog: PATH.files/ beside "
          f"it. Also read from ${DATA_PATH_ENV_VAR}.",
 )
+@click.option(
+    "--memory-limit",
+    envvar=MEMORY_ENV_VAR,
+    default=DEFAULT_MEMORY_LIMIT,
+    show_default=True,
+    metavar="SIZE",
+    help=f"The memory budget of every DuckDB connection (e.g. 2GB, 512MB): past it DuckDB spills "
+         f"to PATH.tmp beside the file. Keeps a command's process under about 3 GB by default, "
+         f"whatever the warehouse holds. Also read from ${MEMORY_ENV_VAR}.",
+)
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.pass_context
-def main(ctx: click.Context, db: str, data_path: str | None, debug: bool) -> None:
+def main(ctx: click.Context, db: str, data_path: str | None, memory_limit: str, debug: bool) -> None:
     """The rollout warehouse: tree-search GRPO rollouts as one versioned DuckDB database.
 
     Start with `warehouse init`, load a data root with `warehouse ingest ROOT`, then query
     with `warehouse sql` or any SQL/BI tool.
     """
-    from warehouse.config import resolve_db_url
+    from warehouse.config import resolve_db_url, set_memory_limit
 
     ctx.ensure_object(dict)
-    ctx.obj["db_url"] = resolve_db_url(db, data_path)
     ctx.obj["debug"] = debug
+    set_memory_limit(memory_limit)
+    ctx.obj["db_url"] = resolve_db_url(db, data_path)
 
 
 @main.command()
@@ -208,6 +219,20 @@ def cleanup(obj: dict, older_than: str, dry_run: bool) -> None:
         return
     verb = "Would delete" if dry_run else "Deleted"
     click.echo(f"{verb} {len(cleaned.orphaned)} orphaned and {len(cleaned.scheduled)} expired files.")
+
+
+@main.command()
+@click.pass_obj
+def compact(obj: dict) -> None:
+    """Rewrite the DuckDB file without its free blocks (reports the size before and after).
+
+    Copies every table and view into a new file under the write lock and renames it over the
+    old one; readers attached meanwhile keep reading what they opened.
+    """
+    from warehouse.maintenance import compact as do_compact
+
+    done = do_compact(obj["db_url"])
+    click.echo(f"Compacted {done.path}: {done.bytes_before / 1e6:.1f} MB -> {done.bytes_after / 1e6:.1f} MB.")
 
 
 def _register_subcommands() -> None:

@@ -15,6 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DB_ENV_VAR = "ROLLOUT_WAREHOUSE_DB"
+MEMORY_ENV_VAR = "ROLLOUT_WAREHOUSE_MEMORY_LIMIT"
+# DuckDB's memory_limit for every connection: what it may hold before spilling to disk (its
+# buffers; Python, Arrow batches and the process itself come on top). 2 GB keeps a command's
+# whole process under about 3 GB whatever the warehouse holds (benchmarks/scale_bench.py).
+DEFAULT_MEMORY_LIMIT = "2GB"
+_MEMORY_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+                 "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_memory_limit: str | None = None  # set by the command line's --memory-limit
 DATA_PATH_ENV_VAR = "ROLLOUT_WAREHOUSE_DATA_PATH"
 DEFAULT_DB_FILE = "warehouse.duckdb"
 DUCKLAKE_PREFIX = "ducklake:"
@@ -112,3 +120,30 @@ def display_name(url: str) -> str:
     if is_ducklake(url):
         return parse_ducklake(url).attach_string
     return Path(db_path_from_url(url)).name
+
+
+def set_memory_limit(value: str | None) -> None:
+    """The budget every later connection of this process gets (None: the environment's or
+    the default); a value DuckDB would not read is one error naming the setting."""
+    global _memory_limit
+    _memory_limit = None if value is None else parse_memory_limit(value, "--memory-limit")
+
+
+def memory_limit() -> str:
+    if _memory_limit is not None:
+        return _memory_limit
+    value = os.environ.get(MEMORY_ENV_VAR)
+    return parse_memory_limit(value, f"${MEMORY_ENV_VAR}") if value else DEFAULT_MEMORY_LIMIT
+
+
+def parse_memory_limit(value: str, setting: str) -> str:
+    """`value` as DuckDB reads a memory_limit ('2GB', '512MiB'), checked here."""
+    import re
+
+    from warehouse.errors import TerminalError
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*", value.upper())
+    if not match or match.group(2) not in _MEMORY_UNITS or float(match.group(1)) * _MEMORY_UNITS[match.group(2)] < 2**24:
+        raise TerminalError(f"{setting}: {value!r} is not a memory size of at least 16MB "
+                            "(e.g. 2GB, 512MB, 3GiB).")
+    return f"{match.group(1)}{match.group(2).replace('IB', 'iB')}"

@@ -19,10 +19,12 @@ import dataclasses
 import importlib.util
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 
-from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, db_path_from_url, is_ducklake, parse_ducklake
+from warehouse.config import (DATA_PATH_ENV_VAR, DB_ENV_VAR, db_path_from_url, is_ducklake, memory_limit,
+                              parse_ducklake)
 from warehouse.errors import DatabaseLockedError, TerminalError, disk_errno, disk_error, probe_writable
 
 LOCK_RETRY_SECONDS = 30.0
@@ -31,6 +33,14 @@ LOCK_RETRY_SECONDS = 30.0
 # older DuckDB than ours (DuckDB 2.0 wrote a format none of them could open). Opening an
 # existing file keeps its format.
 STORAGE_COMPATIBILITY = {"storage_compatibility_version": "v1.0.0"}
+# Row groups of 2,048 rows (DuckDB's smallest; its default is 122,880). A commit appends into
+# the table's last row group, and the next checkpoint rewrites that row group whole: with the
+# default, node_payloads (a few thousand rows of large token arrays) is one row group that
+# every checkpoint rewrote, so adding a run cost what the warehouse already held. With 2,048
+# rows a checkpoint rewrites at most one partial row group, whatever the warehouse holds
+# (benchmarks/scale_bench.py). DuckDB does not store the size in the file: every connection
+# that writes attaches the file with it, and migration 0006 regroups older warehouses.
+ROW_GROUP_SIZE = 2048
 LAKE_ALIAS = "wh"
 # The extensions come as Python packages pinned to duckdb's own version (pyproject.toml):
 # loaded from there, never downloaded at run time.
@@ -45,14 +55,51 @@ def engine(url: str, read_only: bool = False):
     from sqlalchemy.pool import NullPool
 
     if is_ducklake(url):
-        eng = sa.create_engine("duckdb:///:memory:", poolclass=NullPool)
+        eng = sa.create_engine("duckdb:///:memory:", poolclass=NullPool,
+                               connect_args={"config": _config(True, None)})
         sa.event.listen(eng, "connect", lambda dbapi_con, _: _attach_lake(dbapi_con, url, read_only))
         eng.dialect.warehouse_ducklake = True  # read by warehouse.migrate (no keys, no indexes)
         # DuckLake rejects INSERT ... RETURNING, which SQLAlchemy adds to fetch inserted keys
         eng.dialect.insert_returning = eng.dialect.insert_executemany_returning = False
         return eng
-    connect_args = {"read_only": True} if read_only else {"config": dict(STORAGE_COMPATIBILITY)}
-    return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    path = db_path_from_url(url)
+    if path == ":memory:":
+        return sa.create_engine(url, poolclass=NullPool, connect_args={"config": _config(read_only, path)})
+    eng = sa.create_engine("duckdb:///:memory:", poolclass=NullPool,
+                           connect_args={"config": _config(read_only, path)})
+    sa.event.listen(eng, "connect", lambda dbapi_con, _: _attach_file(dbapi_con, path, read_only))
+    return eng
+
+
+def _config(read_only: bool, path: str | None) -> dict:
+    """Every connection's settings: the memory budget, where DuckDB spills past it, and the
+    storage format of a file it creates."""
+    config = {"memory_limit": memory_limit(), "temp_directory": _temp_directory(path)}
+    return config if read_only else {**config, **STORAGE_COMPATIBILITY}
+
+
+def _temp_directory(path: str | None) -> str:
+    """Beside the file as DuckDB's own default (`PATH.tmp`); a DuckLake or in-memory
+    warehouse spills under the system's temporary folder."""
+    import tempfile
+
+    if path and path != ":memory:":
+        return path + ".tmp"
+    return os.path.join(tempfile.gettempdir(), f"rollout-warehouse-{os.getuid()}.tmp")
+
+
+def _attach_file(con, path: str, read_only: bool) -> None:
+    """Attach the warehouse file, named as DuckDB names a file it opens (its stem), and use it."""
+    options = ["READ_ONLY"] if read_only else [f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}"]
+    alias = quote_identifier(file_alias(path))
+    con.execute(f"ATTACH '{_sql_text(path)}' AS {alias} ({', '.join(options)})")
+    con.execute(f"USE {alias}")
+
+
+def file_alias(path: str) -> str:
+    """The catalog name of an attached warehouse file: its stem, as `duckdb.connect(path)` names it."""
+    stem = os.path.basename(path).split(".")[0] or "warehouse"
+    return stem if stem not in ("memory", "system", "temp", "main") else f"{stem}_warehouse"
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -64,13 +111,13 @@ def _is_lock_error(exc: Exception) -> bool:
 def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECONDS) -> Iterator:
     """A raw DuckDB connection; waits (with backoff) up to `wait_s` for another writer."""
     if is_ducklake(url):
-        con = lake_connection(url, read_only)
+        con, shared = lake_connection(url, read_only), None
     else:
-        con = _file_connection(url, read_only, wait_s)
+        con, shared = _file_connection(url, read_only, wait_s)
     try:
         yield con
     finally:
-        con.close()
+        _release_file(shared, con)
 
 
 def _file_connection(url: str, read_only: bool, wait_s: float):
@@ -83,11 +130,12 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
-            # ConnectionException: another thread of this process holds the file open in the
-            # other mode (a trainer's heartbeat writing while its loop reads); it lets go in
-            # milliseconds, so it is waited for like another process's lock
+            return _open_file(path, read_only)
+        except (duckdb.IOException, duckdb.ConnectionException, duckdb.BinderException, _ModeClash) as exc:
+            # ConnectionException, _ModeClash: another thread of this process holds the file
+            # open in the other mode (a trainer's heartbeat writing while its loop reads);
+            # BinderException: this process opened it with duckdb.connect(path) itself. Either
+            # lets go in milliseconds, so it is waited for like another process's lock
             if not (_is_lock_error(exc) or _is_mode_clash(exc)):
                 raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
@@ -96,6 +144,65 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+class _ModeClash(Exception):
+    """The file is open in this process in the other mode (read-only against writable)."""
+
+
+@dataclasses.dataclass
+class _SharedFile:
+    con: object  # the in-memory DuckDB with the file attached
+    read_only: bool
+    users: int = 0
+
+
+# One DuckDB per warehouse file per process, as duckdb.connect(path) shares its instance: a
+# file attached twice in one process is refused ("Unique file handle conflict"). Each user gets
+# a cursor of it; the last one to close it closes the file, which releases the lock.
+_FILES: dict[str, _SharedFile] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _open_file(path: str, read_only: bool):
+    """A cursor on the process's DuckDB for `path`, with the file as its default database."""
+    import duckdb
+
+    if path == ":memory:":
+        return duckdb.connect(path, config=_config(read_only, path)), None
+    key = os.path.realpath(path)  # one file however its path is spelled
+    with _FILES_LOCK:
+        shared = _FILES.get(key)
+        if shared is not None and shared.read_only != read_only:
+            raise _ModeClash(path)
+        if shared is None:
+            con = duckdb.connect(":memory:", config=_config(read_only, path))
+            try:
+                _attach_file(con, path, read_only)
+            except BaseException:
+                con.close()
+                raise
+            shared = _FILES[key] = _SharedFile(con, read_only)
+        shared.users += 1
+        cursor = shared.con.cursor()
+    try:
+        cursor.execute(f"USE {quote_identifier(file_alias(path))}")
+    except BaseException:
+        _release_file(key, cursor)
+        raise
+    return cursor, key
+
+
+def _release_file(key: str | None, cursor) -> None:
+    cursor.close()
+    if key is None:
+        return
+    with _FILES_LOCK:
+        shared = _FILES[key]
+        shared.users -= 1
+        if shared.users == 0:
+            del _FILES[key]
+            shared.con.close()
 
 
 def open_error(exc: Exception, url: str) -> Exception:
@@ -117,7 +224,8 @@ def _file_open_error(exc: Exception, path: str) -> Exception:
 
 
 def _is_mode_clash(exc: Exception) -> bool:
-    return "different configuration" in str(exc)
+    text = str(exc)
+    return isinstance(exc, _ModeClash) or "different configuration" in text or "Unique file handle conflict" in text
 
 
 # --- DuckLake --------------------------------------------------------------------------------
@@ -127,7 +235,7 @@ def lake_connection(url: str, read_only: bool):
     import duckdb
 
     # autoinstall off: an extension missing from the packages must fail here, not download
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, **_config(True, None)})
     try:
         _attach_lake(con, url, read_only)
     except BaseException:

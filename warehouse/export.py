@@ -5,8 +5,11 @@ Layout: `DIR/<relation>/run_id=<run>/data_0.parquet` for every table and view wi
 keep `run_id` too, so a NULL or numeric-looking run id reads back exactly), and
 `DIR/<relation>.parquet` for the few without one (arms, questions, sources...) and for an
 empty relation (a partitioned write of no rows writes no file). `node_payloads` (prompts,
-completions, token ids: the heavy table) are partitioned by their node's run, and left out
-only when asked (`payloads=False`).
+completions, token ids: the heavy table) are written run by run, one file per run (its
+node's run), so memory holds one run's payloads at a time whatever the warehouse holds; they
+are left out only when asked (`payloads=False`). Views derived from the payloads
+(`node_tokens`: every token unrolled, the payloads again at many times their size) are left
+out always: the restored warehouse derives them again.
 
 `DIR/export_manifest.json` lists every relation (table or view), its file(s), row count and
 columns, and the schema revision. `warehouse ingest DIR` on an empty warehouse at that revision
@@ -24,6 +27,9 @@ from pathlib import Path
 from warehouse.errors import DiskError, TerminalError, disk_errno, disk_error, probe_writable
 
 PAYLOADS = "node_payloads"
+#: Views that unroll the payloads: never exported (the manifest lists them as left out).
+DERIVED = ("node_tokens",)
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Hive's folder for a NULL partition value
 MANIFEST = "export_manifest.json"
 FORMAT = 1  # the manifest's layout version
 #: Alembic's bookkeeping is not data: the target's own is written by its `init`.
@@ -55,7 +61,7 @@ def export_parquet(url: str, out_dir: str | Path, payloads: bool = True,
         _prepare(out, [name for name, _, _ in relations], overwrite)
         done = [_export_one(con, name, kind, has_run, out) for name, kind, has_run in relations]
         columns = {e.relation: _columns(con, e.relation) for e in done}
-    _write_manifest(out, done, columns, head_revision(), left_out=[] if payloads else [PAYLOADS])
+    _write_manifest(out, done, columns, head_revision(), left_out=([] if payloads else [PAYLOADS]) + list(DERIVED))
     return done
 
 
@@ -68,7 +74,8 @@ def _relations(con, payloads: bool) -> list[tuple[str, str, bool]]:
         "WHERE t.table_schema = 'main' AND t.table_catalog = current_database() "
         "GROUP BY t.table_name ORDER BY t.table_name"
     ).fetchall()
-    keep = [(n, "view" if kind == "VIEW" else "table", bool(r)) for n, kind, r in rows if n not in SKIPPED]
+    keep = [(n, "view" if kind == "VIEW" else "table", bool(r)) for n, kind, r in rows
+            if n not in SKIPPED and n not in DERIVED]
     if payloads:
         return [(n, k, True if n == PAYLOADS else r) for n, k, r in keep]
     return [(n, k, r) for n, k, r in keep if n != PAYLOADS]
@@ -87,6 +94,8 @@ def _prepare(out: Path, names: list[str], overwrite: bool) -> None:
 
 
 def _export_one(con, name: str, kind: str, has_run: bool, out: Path) -> Exported:
+    if name == PAYLOADS:
+        return _export_payloads(con, out)
     select = _select(name)
     rows = con.execute(f"SELECT count(*) FROM ({select})").fetchone()[0]
     if has_run and rows:
@@ -95,16 +104,49 @@ def _export_one(con, name: str, kind: str, has_run: bool, out: Path) -> Exported
     else:
         target = out / f"{name}.parquet"
         options = "FORMAT PARQUET"
+    _copy(con, select, [], target, options, name, out)
+    return Exported(name, target, rows, has_run and rows > 0, kind)
+
+
+def _copy(con, select: str, params: list, target: Path, options: str, name: str, out: Path) -> None:
     # COPY takes no bound parameter for its target: the path is quoted as a string literal.
     try:
-        con.execute(f"COPY ({select}) TO {_literal(str(target))} ({options})")
+        con.execute(f"COPY ({select}) TO {_literal(str(target))} ({options})", params)
     except Exception as exc:  # a full or read-only disk midway is one line
         code = disk_errno(exc)
         if code is None:
             raise
         err = disk_error(code, f"write {name} at", target, "Export into a folder you can write.")
         raise DiskError(f"{err} The export in {out} is incomplete: run it again with --overwrite.") from None
-    return Exported(name, target, rows, has_run and rows > 0, kind)
+
+
+def _export_payloads(con, out: Path) -> Exported:
+    """node_payloads run by run (`run_id=<run>/data_0.parquet`, the layout a partitioned COPY
+    writes), plus the payloads no node row claims (run_id NULL, in Hive's folder for NULL). One run's COPY reads only the
+    row groups of that run's sources: its source ids bound the scan, and zone maps skip the rest."""
+    from urllib.parse import quote
+
+    rows = con.execute(f"SELECT count(*) FROM {PAYLOADS}").fetchone()[0]
+    target = out / PAYLOADS
+    if not rows:
+        target = out / f"{PAYLOADS}.parquet"
+        _copy(con, _select(PAYLOADS), [], target, "FORMAT PARQUET", PAYLOADS, out)
+        return Exported(PAYLOADS, target, 0, False)
+    runs = con.execute('SELECT "run_id", min("source_id"), max("source_id") FROM "nodes" '
+                       'GROUP BY "run_id" ORDER BY "run_id"').fetchall()
+    for run_id, low, high in runs:
+        folder = target / f"run_id={quote(run_id, safe='')}"  # nodes.run_id is never NULL
+        folder.mkdir(parents=True, exist_ok=True)
+        select = ('SELECT n."run_id", p.* FROM "node_payloads" AS p JOIN "nodes" AS n USING ("source_id", "line_no") '
+                  'WHERE n."run_id" = ? AND p."source_id" BETWEEN ? AND ?')
+        _copy(con, select, [run_id, low, high], folder / "data_0.parquet", "FORMAT PARQUET", PAYLOADS, out)
+    orphans = ('FROM "node_payloads" AS p ANTI JOIN "nodes" AS n USING ("source_id", "line_no")')
+    if con.execute(f"SELECT count(*) {orphans}").fetchone()[0]:
+        folder = target / f"run_id={NULL_PARTITION}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _copy(con, f'SELECT CAST(NULL AS VARCHAR) AS "run_id", p.* {orphans}', [], folder / "data_0.parquet",
+              "FORMAT PARQUET", PAYLOADS, out)
+    return Exported(PAYLOADS, target, rows, True)
 
 
 def _select(name: str) -> str:
@@ -169,7 +211,7 @@ def restore_export(url: str, export_dir: str | Path) -> tuple[list[Restored], li
         _refuse_data(con, display_name(url), root)
         restored = transaction(con, lambda: [_restore_one(con, root, r) for r in tables])
     warnings = [f"{root} was exported without {name}: the restored warehouse has none"
-                for name in doc.get("left_out", [])]
+                for name in doc.get("left_out", []) if name not in DERIVED]
     return restored, warnings
 
 

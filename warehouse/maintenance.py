@@ -62,3 +62,50 @@ def cleanup(url: str, older_than_s: float = DEFAULT_OLDER_THAN_S, dry_run: bool 
                 [dry_run, int(older_than_s * 1e6)]).fetchall()
             found[kind] = sorted(r[0] for r in rows)
     return Cleaned(**found)
+
+
+# --- compact: a DuckDB file rewritten without its free blocks ---------------------------------
+
+@dataclass
+class Compacted:
+    path: str
+    bytes_before: int
+    bytes_after: int
+
+
+def compact(url: str) -> Compacted:
+    """Rewrite the warehouse file without the free blocks that rewritten row groups left.
+
+    Every table and view is copied (`COPY FROM DATABASE`) into `PATH.compact`, under the write
+    lock, which then replaces the file in one rename. A reader attached meanwhile keeps reading
+    the file it opened; the next connection opens the compact one. DuckLake has no free blocks:
+    its files are merged by DuckLake's own maintenance (docs/ducklake.md).
+    """
+    import os
+
+    from warehouse.config import db_path_from_url, is_ducklake
+    from warehouse.db import ROW_GROUP_SIZE, connect, file_alias, quote_identifier
+    from warehouse.revision import require_head
+
+    if is_ducklake(url):
+        raise TerminalError("warehouse compact rewrites a DuckDB file; a DuckLake warehouse has no free "
+                            "blocks (merge its small files with DuckLake's ducklake_merge_adjacent_files).")
+    path = db_path_from_url(url)
+    if path == ":memory:" or not os.path.exists(path):
+        raise TerminalError(f"no warehouse at {path}. Run 'warehouse --db {path} init' first.")
+    target = path + ".compact"
+    with connect(url) as con:
+        require_head(con, url)
+        con.execute("CHECKPOINT")
+        before = os.path.getsize(path)
+        for leftover in (target, target + ".wal"):  # a compaction killed midway
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        quoted = "'" + target.replace("'", "''") + "'"
+        con.execute(f"ATTACH {quoted} AS _compact (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+        try:
+            con.execute(f"COPY FROM DATABASE {quote_identifier(file_alias(path))} TO _compact")
+        finally:
+            con.execute("DETACH _compact")
+        os.replace(target, path)
+    return Compacted(path, before, os.path.getsize(path))

@@ -43,6 +43,8 @@ def test_export_partitions_by_run_and_round_trips(db, tmp_path):
     listed = {r["name"]: r for r in manifest["relations"]}
     assert listed["nodes"]["rows"] == 24 and listed["nodes"]["kind"] == "table" and listed["nodes"]["partitioned"]
     assert listed["task_round_metrics"]["kind"] == "view" and "node_payloads" in listed
+    assert "node_tokens" not in listed and not (out / "node_tokens").exists()
+    assert manifest["left_out"] == ["node_tokens"]
 
 
 def test_export_refuses_to_overwrite_without_the_flag(db, tmp_path):
@@ -58,7 +60,10 @@ def test_payloads_are_left_out_only_on_request_and_the_manifest_says_so(db, tmp_
     result = CliRunner().invoke(main, ["--db", db, "export", str(tmp_path), "--no-payloads"])
     assert result.exit_code == 0, result.output
     assert "node_payloads" not in result.output
-    assert json.loads((tmp_path / "export_manifest.json").read_text())["left_out"] == ["node_payloads"]
+    manifest = json.loads((tmp_path / "export_manifest.json").read_text())
+    assert manifest["left_out"] == ["node_payloads", "node_tokens"]
+    assert not (tmp_path / "node_payloads").exists() and not (tmp_path / "node_tokens").exists()
+    assert {r["name"] for r in manifest["relations"]}.isdisjoint({"node_payloads", "node_tokens"})
 
 
 def table_rows(url: str) -> dict:
@@ -86,6 +91,32 @@ def test_ingesting_an_export_into_a_fresh_warehouse_restores_every_table(db, tmp
     again = runner.invoke(main, ["--db", str(fresh), "ingest", str(tmp_path / "lake")])  # refused, unchanged
     assert again.exit_code == 1 and "already holds data" in again.output and "Traceback" not in again.output
     assert table_rows(f"duckdb:///{fresh}") == original
+
+
+def test_payloads_go_run_by_run_and_those_of_no_node_too(db, tmp_path):
+    import shutil
+
+    from warehouse.db import connect
+    from warehouse.migrate import init_db
+
+    own = tmp_path / "own.duckdb"
+    shutil.copy(db, own)
+    with connect(f"duckdb:///{own}") as con:
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) "
+                    "SELECT source_id, line_no, [line_no, 7] FROM nodes")
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES (999, 1, [5, 6])")
+    runner = CliRunner()
+    assert runner.invoke(main, ["--db", str(own), "export", str(tmp_path / "lake")]).exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "lake" / "node_payloads").iterdir()) \
+        == ["run_id=__HIVE_DEFAULT_PARTITION__", "run_id=run_a", "run_id=run_b"]
+    assert read(f"{tmp_path}/lake/node_payloads/run_id=run_*/*.parquet",
+                "SELECT run_id, count(*) FROM SRC GROUP BY 1 ORDER BY 1") == [("run_a", 16), ("run_b", 8)]
+    assert read(f"{tmp_path}/lake/node_payloads/run_id=__HIVE_DEFAULT_PARTITION__/*.parquet",
+                "SELECT run_id, source_id, response_token_ids FROM SRC") == [(None, 999, [5, 6])]
+    fresh = tmp_path / "fresh.duckdb"
+    init_db(f"duckdb:///{fresh}")
+    assert runner.invoke(main, ["--db", str(fresh), "ingest", str(tmp_path / "lake")]).exit_code == 0
+    assert table_rows(f"duckdb:///{fresh}") == table_rows(f"duckdb:///{own}")
 
 
 def test_an_export_whose_files_lost_rows_restores_nothing(db, tmp_path):

@@ -152,11 +152,16 @@ class Pages:
         return self.render(request, "quality.html", violations=data.violations(self.url))
 
     def node(self, request: Request) -> Response:
+        from urllib.parse import urlencode
+
         rnd = request.query_params.get("round")
         page = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
                          int(rnd) if rnd and rnd.isdigit() else None,
+                         all_tokens=request.query_params.get("tokens") == "all",
                          shade_by=request.query_params.get("shade") or "sampler")
-        return self.render(request, "node.html", node=page.node, family=page.family, tokens=page.tokens)
+        every = "?" + urlencode({**request.query_params, "tokens": "all"})  # this page, every token drawn
+        return self.render(request, "node.html", node=page.node, family=page.family, tokens=page.tokens,
+                           all_tokens_href=every)
 
     def nodes(self, request: Request) -> Response:
         from urllib.parse import urlencode

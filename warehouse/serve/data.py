@@ -322,9 +322,11 @@ class NodePage:
     tokens: object         # rollouts.Tokens
 
 
-def node(url: str, run_id: str, node_id: str, round_no: int | None = None, shade_by: str = "sampler") -> NodePage:
+def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
+         all_tokens: bool = False, shade_by: str = "sampler") -> NodePage:
     """One node with its payload (plan, code, term_tail, the prompt messages), its family and
-    its response token by token (shaded by `shade_by`, rollouts.SHADES)."""
+    its response token by token (the first rollouts.SHOWN_TOKENS unless `all_tokens`, shaded
+    by `shade_by`, rollouts.SHADES)."""
     from warehouse.serve import rollouts
 
     with reading(url) as con:
@@ -335,7 +337,8 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None, shade
         family = rollouts.family(con, record)
         run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
-    return NodePage(record, family, rollouts.tokens(record, run, shade_by=shade_by))
+    return NodePage(record, family, rollouts.tokens(record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS,
+                                                            shade_by=shade_by))
 
 
 def nodes_page(url: str, run_id: str, params) -> object:

@@ -161,10 +161,14 @@ def family(con, record: dict) -> dict:
 #: What the node page's token view can shade by (?shade=...).
 SHADES = ("sampler", "trainer", "mismatch", "advantage")
 
+# The node page draws this many tokens (a span of its own, shaded, with a tooltip, each) and
+# the rest on request: a 24,576-token response drawn whole is 4 MB of HTML.
+SHOWN_TOKENS = 2048
+
 
 @dataclass
 class Tokens:
-    tokens: list[dict]          # position, token_id, logprob, prob, trainer_logprob, mismatch, text, shade
+    tokens: list[dict]          # position, token_id, logprob, prob, trainer_logprob, mismatch, text, shade (the ones drawn)
     lowest: list[dict]          # the least likely spans: start, end, logprob (sum), text
     decoded: bool               # text came from the run's tokenizer (else ids are shown)
     tokenizer: str | None       # where that tokenizer was read from
@@ -174,12 +178,15 @@ class Tokens:
     advantage: float | None = None
     mult_prob_error: float | None = None  # mean exp(|trainer - sampler|) over its tokens
     worst: list[dict] = field(default_factory=list)  # the worst-mismatch spans: start, end, delta (sum |d|), text
+    total: int = 0              # tokens in the response; `tokens` holds the first of them
 
 
-def tokens(record: dict, run: dict, spans: int = 10, shade_by: str = "sampler") -> Tokens:
+def tokens(record: dict, run: dict, spans: int = 10, shade_by: str = "sampler",
+           shown: int | None = None) -> Tokens:
     """The response token by token with its sampler logprob, the trainer's where the node was
-    trained, and a shade for it (`shade_by`: SHADES); the `spans` least likely runs of consecutive
-    tokens whose probability is under one half, and the `spans` worst-mismatch runs."""
+    trained, and a shade for it (`shade_by`: SHADES), the first `shown` tokens (all when None);
+    over the whole response: the `spans` least likely runs of consecutive tokens whose
+    probability is under one half, the `spans` worst-mismatch runs and the mean logprob."""
     ids = list(record.get("response_token_ids") or [])
     logprobs = list(record.get("response_logprobs") or [])
     trainer = list(record.get("trainer_logprobs") or [])
@@ -199,9 +206,11 @@ def tokens(record: dict, run: dict, spans: int = 10, shade_by: str = "sampler") 
         t["shade"] = token_shade(t, shade_by, advantage)
     finite = [t["logprob"] for t in items if t["prob"] is not None]
     errors = [t["mismatch"] for t in items if t["mismatch"] is not None]
-    return Tokens(items, lowest_spans(items, spans), texts is not None, str(found) if found else None,
+    return Tokens(items[:shown] if shown is not None else items, lowest_spans(items, spans),
+                  texts is not None, str(found) if found else None,
                   sum(finite) / len(finite) if finite else None, shade_by, bool(trainer), advantage,
-                  sum(errors) / len(errors) if errors else None, worst_mismatch_spans(items, spans))
+                  sum(errors) / len(errors) if errors else None, worst_mismatch_spans(items, spans),
+                  len(items))
 
 
 def token_shade(t: dict, shade_by: str, advantage: float | None) -> str:

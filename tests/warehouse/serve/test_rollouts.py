@@ -239,3 +239,27 @@ def test_a_reward_model_runs_artifacts_are_its_published_ones(client, demo_url):
     paths = re.findall(r"<code>(.*?)</code>", table)
     assert sorted(paths) == sorted(p for (p,) in sql(demo_url, 'SELECT "path" FROM "rm_artifacts" WHERE "run_id" = ?',
                                                      run_id)) and len(paths) == n
+
+
+def test_a_long_response_is_drawn_in_part_until_asked(client, demo_url, monkeypatch):
+    from warehouse.serve import rollouts
+
+    run_id, node_id, rnd, n = sql(demo_url, '''
+        SELECT n."run_id", n."node_id", n."round", len(p."response_token_ids")
+        FROM "nodes" n JOIN "node_payloads" p USING ("source_id", "line_no")
+        WHERE len(p."response_token_ids") > 5 ORDER BY 4 DESC, 1, 2 LIMIT 1''')[0]
+    monkeypatch.setattr(rollouts, "SHOWN_TOKENS", 3)
+    page = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd}).text
+    assert page.count('class="tok"') == 3 and f"{n} tokens, mean logprob" in page
+    assert f'href="?round={rnd}&amp;tokens=all#tokens">Draw all {n}</a>' in page
+    whole = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd, "tokens": "all"}).text
+    assert whole.count('class="tok"') == n and 'id="tokens-more"' not in whole
+
+
+def test_the_spans_and_mean_cover_the_tokens_not_drawn():
+    from warehouse.serve.rollouts import tokens
+
+    record = {"response_token_ids": [1, 2, 3, 4], "response_logprobs": [-0.1, -0.1, -0.1, -5.0]}
+    part = tokens(record, {"model": "nowhere"}, shown=2)
+    assert [t["position"] for t in part.tokens] == [0, 1] and part.total == 4
+    assert part.lowest[0]["start"] == 3 and abs(part.mean_logprob - (-5.3 / 4)) < 1e-9

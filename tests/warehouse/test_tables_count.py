@@ -1,0 +1,24 @@
+"""`warehouse tables` counts node_tokens from the arrays' lengths: the same number as
+counting the view's rows, without unrolling every token."""
+from __future__ import annotations
+
+from tests.sql.conftest import small_warehouse
+from warehouse.db import connect
+from warehouse.migrate import init_db
+from warehouse.query import COUNTED_BY_LENGTH, list_tables
+
+
+def test_node_tokens_counted_from_lengths_equals_its_rows(tmp_path):
+    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    init_db(url)
+    small_warehouse(url)
+    with connect(url) as con:
+        # more logprobs than ids, fewer, none at all, no ids, and a payload of no node
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids, response_logprobs) "
+                    "SELECT source_id, line_no, CASE WHEN line_no % 4 = 3 THEN NULL ELSE range(line_no % 5) END, "
+                    "CASE WHEN line_no % 3 = 0 THEN NULL ELSE [-0.5 FOR _ IN range(line_no % 7)] END FROM nodes")
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES (999, 1, [1, 2, 3])")
+        rows = con.execute('SELECT count(*) FROM "node_tokens"').fetchone()[0]
+    listed = {name: n for name, _, n in list_tables(url).rows}
+    assert "node_tokens" in COUNTED_BY_LENGTH
+    assert rows > 10 and listed["node_tokens"] == rows
