@@ -141,25 +141,37 @@ class SandboxSetupError(RuntimeError):
 
 
 def run_job(job: SandboxJob) -> ExecResult:
-    """Stage, execute and retrieve one node. Never raises: failures become ``infra``."""
+    """Stage, execute, retrieve and clean up one node. Never raises: any failure of these
+    steps (the machine's, or one a node provoked, such as a tree its cleanup cannot remove)
+    is this node's ``infra`` result, and its siblings' results stand."""
     started = time.time()
     where = f"local:{socket.gethostname()}:{os.getpid()}"
-    workspace, lease = None, None
+    base, lease, result, failure = None, None, None, None
     try:
-        workspace, uid, warnings, lease = _stage(job)
+        base = workspaces.new_workspace(job.limits.workspace_root)
+        workspace, uid, warnings, lease = _stage(job, base)
         staged = time.time()
         result = _execute(job, workspace, uid)
         executed = time.time()
-        result.submission = _retrieve(workspace, job.limits)
+        result.submission, refused = _retrieve(workspace, job.limits)
+        if refused:
+            result.term_tail += f"\nsandbox: {refused}: not read, not graded"
         result.warnings = warnings
     except (OSError, SandboxSetupError) as exc:
-        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.STOPPED[vocab.INFRA].exc_type,
-                          term_tail=f"sandbox failed: {exc}", where=where)
+        failure = f"sandbox failed: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one node's failure is its own record, not its siblings'
+        failure = f"sandbox failed: {type(exc).__name__}: {exc}"
     finally:
-        if workspace is not None:
-            shutil.rmtree(workspace.parent, ignore_errors=True)
+        if base is not None:
+            try:
+                workspaces.remove_tree(base)
+            except Exception as exc:  # noqa: BLE001 - e.g. a tree the node made unremovable
+                failure = failure or f"sandbox could not remove the node's workspace {base}: {type(exc).__name__}: {exc}"
         if lease is not None:
             os.close(lease)  # the uid's processes are gone: another node may take it
+    if failure is not None:
+        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.STOPPED[vocab.INFRA].exc_type,
+                          term_tail=failure[-job.limits.term_tail_chars:], where=where)
     result.where = where
     result.exec_timings = {"pending": round(started - job.submitted_at, 4),
                            "stage": round(staged - started, 4),
@@ -170,10 +182,9 @@ def run_job(job: SandboxJob) -> ExecResult:
 
 # --- stage ---------------------------------------------------------------------------------
 
-def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str], int | None]:
-    """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid
-    (and the lock that holds the uid, released once the node is over)."""
-    base = workspaces.new_workspace(job.limits.workspace_root)
+def _stage(job: SandboxJob, base: Path) -> tuple[Path, int | None, list[str], int | None]:
+    """A fresh workspace in ``base``: input/ (public data), submission/, solution.py; owned by
+    the node uid (and the lock that holds the uid, released once the node is over)."""
     workspace = base / "ws"
     caps = _caps(job.limits)
     if caps.bwrap:
@@ -339,7 +350,7 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
             if caps.bwrap:
                 os.close(status_write)
                 status_write = None
-            watch = _watch(proc, limits, uid, job.gpus, workspace)
+            watch = _watch(proc, limits, uid, job.gpus, workspace, output)
         tail = _tail(output, limits.term_tail_chars)
         if watch["starved"]:
             tail += (f"\nsandbox: stopped after {watch['wall']:.0f} s of wall clock, {watch['node_time']:.0f} s "
@@ -451,10 +462,11 @@ def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
 
 
 def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[int, ...] = (),
-           workspace: Path | None = None) -> dict:
+           workspace: Path | None = None, output: Path | None = None) -> dict:
     """Poll the node until it exits, or is stopped (time, idleness, memory, disk); kill
     everything it left behind. Time and idleness are read on the node's own clock and demand
-    (train.env.meter), so the machine's load does not change the verdict."""
+    (train.env.meter), so the machine's load does not change the verdict. The node's
+    stdout and stderr (``output``, a file on the host) count against its disk quota."""
     import psutil
 
     from train.env.gpu import GpuMonitor
@@ -462,7 +474,7 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
 
     monitor = GpuMonitor(gpus) if gpus else None
     judge_gpu = monitor is not None and monitor.available  # a GPU node idles on its GPUs
-    meter = NodeMeter(workspace)
+    meter = NodeMeter(workspace, also=(output,) if output is not None else ())
     start = last = time.monotonic()
     node_time, outcome, idle_since, starved = 0.0, vocab.EXITED, None, False
     peak_mem, peak_disk, utils, cpu_seen = 0, 0, [], 0.0
@@ -600,11 +612,15 @@ def _tail(path: Path, chars: int) -> str:
 
 # --- retrieve ------------------------------------------------------------------------------
 
-def _retrieve(workspace: Path, limits: Limits) -> bytes | None:
-    """The submission's bytes; None when absent, not a regular file, or over the size cap."""
-    path = workspace / "submission" / "submission.csv"
-    if path.is_symlink() or not path.is_file():
-        return None
-    if path.stat().st_size > limits.max_submission_mb * 2**20:
-        return None
-    return path.read_bytes()
+def _retrieve(workspace: Path, limits: Limits) -> tuple[bytes | None, str | None]:
+    """(the submission's bytes or None, why it was refused or None).
+
+    Read relative to the workspace's descriptor, following no link at any component, a
+    regular file of one link only, at most ``max_submission_mb`` (``workspaces.read_beneath``):
+    a node that replaced ``submission/`` or the file by a link to the host's files, or left a
+    FIFO or a hard link there, submitted nothing."""
+    try:
+        data = workspaces.read_beneath(workspace, "submission/submission.csv", limits.max_submission_mb * 2**20)
+    except workspaces.UnsafeFile as exc:
+        return None, str(exc)
+    return data, None
