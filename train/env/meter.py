@@ -9,7 +9,8 @@
   costs about 10 us a file, so it is taken at most once per 20 times its own last duration
   (5% of a core at most; every sample for a workspace of up to ~1,000 files); in between
   the last walk's total stands. A node writing faster than that gap passes its quota by what
-  it wrote in the gap before it is stopped (each file stays under RLIMIT_FSIZE).
+  it wrote in the gap before it is stopped (each file stays under RLIMIT_FSIZE). Files
+  outside the workspace that the node fills, its stdout and stderr, count too (``also``).
 - **The node's clock** runs with the wall clock except while the node waits for a CPU that
   another process holds. Per sample, from each thread's run and run-queue wait times
   (``/proc/<pid>/task/<tid>/schedstat``): the node's demand ``D = (run + wait) / dt`` (its
@@ -47,8 +48,9 @@ class Sample:
 class NodeMeter:
     """Samples one node's process tree; ``sample(procs, dt)`` once per watch interval."""
 
-    def __init__(self, workspace: Path | None, cores: int | None = None):
+    def __init__(self, workspace: Path | None, cores: int | None = None, also: tuple[Path, ...] = ()):
         self.workspace = workspace
+        self.also = also  # files outside the workspace that the node writes (its output)
         self.cores = cores or len(os.sched_getaffinity(0))  # what the node may run on at once
         self.threads: dict[int, tuple[int, int]] = {}  # tid -> (run ns, wait ns) last seen
         self.cpu_gone = 0.0  # CPU seconds of processes no longer listed
@@ -101,6 +103,14 @@ class NodeMeter:
             self.walked = _tree_blocks(self.workspace, seen, skip=self.workspace / "input")
             self.next_walk = start + (time.monotonic() - start) / WALK_SHARE
         total = self.walked
+        for path in self.also:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
         for p in procs:  # deleted files still held open count until closed
             try:
                 fds = os.listdir(f"/proc/{p.pid}/fd")

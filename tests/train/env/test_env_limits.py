@@ -62,6 +62,25 @@ def test_a_node_under_its_limits_is_not_stopped(small):
     assert record["outcome"] == "exited" and 0.03 < record["disk_peak_gi"] < small.disk_gi
 
 
+# stdout or stderr (a file on the host) and 60 MiB of files: under the quota apart, over it together
+PRINT = "for _ in range(60):\n    sys.{}.buffer.write(b'o' * 2**20)\nsys.{}.flush()\n"
+OUTPUT_CASES = {
+    "stdout": PRINT.format("stdout", "stdout"),
+    "stderr": PRINT.format("stderr", "stderr"),
+    "stdout_of_a_child": f"subprocess.run([sys.executable, '-c', {'import sys' + chr(10) + PRINT.format('stdout', 'stdout')!r}])\n",
+}
+
+
+@pytest.mark.parametrize("stream", sorted(OUTPUT_CASES))
+def test_what_a_node_prints_counts_against_its_disk_quota(small, stream):
+    code = ("import subprocess, sys, time\nopen('files.bin', 'wb').write(b'f' * 2**20 * 60)\n"
+            + OUTPUT_CASES[stream] + "time.sleep(60)\n")
+    record = evaluate_code(load_task(TASK), code, limits=small)
+    assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"][-300:]
+    assert len(record["term_tail"]) <= small.term_tail_chars  # the host keeps a tail only
+    assert list(Path(small.workspace_root).glob("node-*")) == []
+
+
 # --- verdicts under load ----------------------------------------------------------------------
 
 LOAD_CASES = {  # case: (limits changed, the verdict on a quiet machine and a loaded one)
