@@ -18,11 +18,28 @@ Humanrank (the reward of an ok node) is the submission's percentile among the N 
 
 so it lies in [0, 1]: 1.0 beats every team, 0.0 is worse than every team, and a score equal
 to every team's gets 0.5. "Equal" means equal after rounding both to 5 decimals.
+
+A submission is the policy's output, graded by the trainer: it is bounded before it is parsed
+(``check_shape``: its size, rows, columns and field lengths against the task's answers), and
+a node's submission is graded in a process of its own (``grade_isolated``: a time limit,
+an address-space limit), so no file makes the trainer's own process slow or large. A
+``grade_error`` is at most ``GRADE_ERROR_CHARS`` long.
 """
 from __future__ import annotations
 
+import csv
+import functools
+import io
+import json
 import math
-from dataclasses import dataclass
+import os
+import pickle
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +57,18 @@ PROBABILITY_ROW_TOLERANCE = 1e-6  # spooky-author-identification's grade.py ``to
 # Competitions whose grade.py refuses probability rows that do not sum to one; elsewhere a
 # multi-class log loss renormalises them.
 ROW_SUM_CHECKED = {"spooky-author-identification"}
+
+
+GRADE_ERROR_CHARS = 500
+GRADE_TIMEOUT_S = 600.0  # a grader process over it is killed: the submission is invalid
+GRADE_MEM_GI = 8.0  # RLIMIT_AS of the grader process, at least; more for large answers
+# What a submission may hold, against its task's answers: generous enough for any honest
+# file (floats written longer than the answers', extra columns a grader ignores), small
+# enough that parsing it costs about what parsing the answers does.
+SIZE_FACTOR, SIZE_SLACK = 16, 2**20
+ROW_FACTOR, ROW_SLACK = 2, 16
+COLUMN_FACTOR, COLUMN_SLACK = 2, 16
+FIELD_FACTOR, FIELD_SLACK = 4, 256
 
 
 class InvalidSubmission(Exception):
@@ -63,6 +92,11 @@ class Grade:
     medal: str | None = None  # gold | silver | bronze | None
     above_median: bool = False
     grade_error: str | None = None
+
+    def __post_init__(self):
+        if self.grade_error is not None and len(self.grade_error) > GRADE_ERROR_CHARS:
+            cut = self.grade_error[:GRADE_ERROR_CHARS - 30]
+            object.__setattr__(self, "grade_error", f"{cut} ... ({len(self.grade_error):,} chars)")
 
 
 def grade_submission(task: Task, submission: Path | None) -> Grade:
@@ -140,6 +174,7 @@ def score_submission(task: Task, submission: Path) -> float:
     """The raw competition metric; raises InvalidSubmission for anything unscorable."""
     import pandas as pd
 
+    check_shape(task, submission.read_bytes())
     sub = _read_csv(submission)
     answers = pd.read_csv(task.answers_path, **CSV_OPTIONS)
     if task.grade_fn is not None:
@@ -225,3 +260,105 @@ def _as_float(frame):
     if not np.isfinite(values).all():
         raise InvalidSubmission("predictions must be finite")
     return values
+
+
+# --- bounds ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bounds:
+    """The most a submission to one task may hold before it is parsed."""
+
+    size: int
+    rows: int
+    columns: int
+    field: int
+
+
+def bounds(task: Task) -> Bounds:
+    st = os.stat(task.answers_path)
+    return _bounds(str(task.answers_path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _bounds(answers: str, size: int, mtime_ns: int) -> Bounds:
+    rows, columns, field = 0, 0, 0
+    with open(answers, newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.reader(fh):
+            rows += 1
+            columns = max(columns, len(row))
+            field = max(field, max(map(len, row), default=0))
+    return Bounds(size=size * SIZE_FACTOR + SIZE_SLACK, rows=rows * ROW_FACTOR + ROW_SLACK,
+                  columns=columns * COLUMN_FACTOR + COLUMN_SLACK, field=field * FIELD_FACTOR + FIELD_SLACK)
+
+
+def check_shape(task: Task, data: bytes) -> None:
+    """InvalidSubmission unless ``data`` is UTF-8 CSV within the task's bounds: its size, its
+    rows, its columns (distinct names in the header) and the length of every field."""
+    limit = bounds(task)
+    if len(data) > limit.size:
+        raise InvalidSubmission(f"submission.csv holds {len(data):,} bytes, over {limit.size:,} for this task")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSubmission(f"submission.csv is not UTF-8 text (byte {exc.start:,})") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for n, row in enumerate(reader, start=1):
+            if n > limit.rows:
+                raise InvalidSubmission(f"submission.csv has over {limit.rows:,} rows, more than this task's answers allow")
+            if len(row) > limit.columns:
+                raise InvalidSubmission(f"row {n:,} of submission.csv has {len(row):,} fields, over {limit.columns:,}")
+            longest = max(map(len, row), default=0)
+            if longest > limit.field:
+                raise InvalidSubmission(f"row {n:,} of submission.csv has a field of {longest:,} characters, "
+                                        f"over {limit.field:,}")
+            if n == 1 and len(set(row)) != len(row):
+                raise InvalidSubmission("submission.csv's header repeats a column name")
+    except csv.Error as exc:
+        raise InvalidSubmission(f"submission.csv is not a readable CSV: {exc}") from None
+
+
+# --- in a process of its own -----------------------------------------------------------------
+
+def grade_isolated(task: Task, data: bytes | None, timeout_s: float = GRADE_TIMEOUT_S,
+                   mem_gi: float | None = None) -> Grade:
+    """``grade_submission`` of the bytes ``data`` in a child process with a time limit and an
+    address-space limit (default: ``GRADE_MEM_GI``, or 64 times the answers if larger). A
+    child over either is an invalid submission; a child that cannot be started raises OSError
+    (the machine's failure)."""
+    if data is None:
+        return Grade(status="no_submission")
+    if mem_gi is None:
+        mem_gi = max(GRADE_MEM_GI, 64 * os.stat(task.answers_path).st_size / 2**30)
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+        path = Path(tmp) / "submission.csv"
+        path.write_bytes(data)
+        request = pickle.dumps({"task": task, "path": str(path), "mem": int(mem_gi * 2**30),
+                                "cpu_s": int(timeout_s) + 1})
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        try:
+            done = subprocess.run([sys.executable, "-c", "from train.env.grading import _grade_child; _grade_child()"],
+                                  input=request, capture_output=True, timeout=timeout_s, cwd=tmp, env=env)
+        except subprocess.TimeoutExpired:
+            return Grade(status="invalid_submission", grade_error=f"grading took over {timeout_s:g} s: stopped")
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    if done.returncode != 0 or not lines:
+        rc = done.returncode
+        how = f"exit status {rc}" if rc >= 0 else f"killed by {signal.Signals(-rc).name}"
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        return Grade(status="invalid_submission", grade_error=f"grader process failed: {how}{': ' + last[0] if last else ''}")
+    return Grade(**json.loads(lines[-1]))
+
+
+def _grade_child() -> None:
+    """The child of ``grade_isolated``: limits first, then the grade as a JSON line."""
+    request = pickle.loads(sys.stdin.buffer.read())
+    resource.setrlimit(resource.RLIMIT_AS, (request["mem"], request["mem"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_s"], request["cpu_s"] + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        grade = grade_submission(request["task"], Path(request["path"]))
+    except MemoryError:
+        grade = Grade(status="invalid_submission", grade_error="grader failed: MemoryError (the grader's memory limit)")
+    sys.stdout.write(json.dumps(asdict(grade)) + "\n")
+

@@ -102,6 +102,45 @@ def test_sandbox_failure_is_infrastructure(case, limits, tmp_path):
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "InfrastructureError", -1.0)
 
 
+def _poison(step: str, monkeypatch) -> None:
+    """Make ``step`` of the node whose code says "poison" raise, as a node-provoked failure would."""
+    from train.env import node, sandbox, workspaces
+
+    def poisoned(code: str) -> None:
+        if "poison" in code:
+            raise RecursionError(f"maximum recursion depth exceeded ({step})")
+
+    def wrap(module, name, code_of):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, **k: (poisoned(code_of(*a)), real(*a, **k))[1])
+
+    solution = lambda ws: (Path(ws) / "solution.py").read_text()  # noqa: E731
+    if step == "stage":
+        wrap(sandbox, "_stage", lambda job, base: job.code)
+    elif step == "retrieve":
+        wrap(sandbox, "_retrieve", lambda ws, limits: solution(ws))
+    elif step == "cleanup":
+        wrap(workspaces, "remove_tree", lambda base: solution(Path(base) / "ws") if Path(base, "ws").is_dir() else "")
+    elif step == "grade":
+        wrap(node, "grade_isolated", lambda task, data: (data or b"").decode())
+
+
+@pytest.mark.parametrize("step", ["stage", "retrieve", "cleanup", "grade"])
+def test_one_nodes_failure_is_its_own_record_and_its_siblings_stand(case, limits, monkeypatch, step):
+    task = load_task("mini-tabular-accuracy")
+    poisoned = case("copy_sample_submission.py").replace("print(", "open('submission/submission.csv', 'a')"
+                                                          ".write('# poison\\n')\nprint(")
+    honest = (task.root / "reference_solution.py").read_text()
+    _poison(step, monkeypatch)
+    records = evaluate(task, [fenced(poisoned), fenced(honest)], LocalExecutor(2), limits)
+    assert [(r["status"], r["exc_type"], r["reward"]) for r in records] == [
+        ("crashed", "InfrastructureError", -1.0), ("ok", None, records[1]["humanrank"])], \
+        [r["term_tail"][-300:] for r in records]
+    assert step in records[0]["term_tail"] and "RecursionError" in records[0]["term_tail"]
+    if step != "cleanup":
+        assert list(Path(limits.workspace_root).glob("node-*")) == []
+
+
 def test_private_answers_are_out_of_reach(case, limits):
     if not capabilities().namespaces:
         lacking("no mount namespace here: the sandbox warns that answers are readable")
