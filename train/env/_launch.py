@@ -20,7 +20,7 @@ import signal
 import sys
 
 SETUP_FAILED = 97
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 0x40000
 
 
@@ -42,7 +42,9 @@ def isolate(network, hidden, reveal=()):
     # A pid namespace: when the solution (its pid 1) ends, the kernel kills and reaps every
     # process it left, detached or not, so no orphan or zombie outlives the node.
     # The pid namespace brings a mount namespace, for the solution's own /proc (fresh_proc).
-    flags = (CLONE_NEWNET | CLONE_NEWPID if network else 0) | (CLONE_NEWNS if network or hidden or reveal else 0)
+    # An IPC namespace: the node's SysV segments and message queues are its own, counted as its
+    # memory (train.env.meter) and gone with it.
+    flags = (CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC if network else 0) | (CLONE_NEWNS if network or hidden or reveal else 0)
     if flags:
         _check(libc.unshare(flags), "unshare")
     if flags & CLONE_NEWNS:

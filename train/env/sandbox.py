@@ -478,27 +478,34 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     start = last = time.monotonic()
     node_time, outcome, idle_since, starved = 0.0, vocab.EXITED, None, False
     peak_mem, peak_disk, utils, cpu_seen = 0, 0, [], 0.0
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        time.sleep(limits.sample_s)
-        now = time.monotonic()
-        sample = meter.sample(_node_processes(psutil, proc.pid, uid), now - last)
-        node_time, last, cpu_seen = node_time + sample.node_dt, now, max(cpu_seen, sample.cpu_s)
-        peak_mem, peak_disk = max(peak_mem, sample.mem_bytes), max(peak_disk, sample.disk_bytes)
-        utils.append(sample.util_pct)
-        gpu_util = monitor.sample() if monitor is not None else None
-        idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu \
-            else sample.demand_pct < limits.idle_cpu_pct
-        idle_since = (idle_since if idle_since is not None else node_time) if idle else None
-        outcome = _stopped(limits, node_time, idle_since, sample, judge_gpu)
-        if outcome == vocab.EXITED and now - start > limits.wall_factor * limits.timeout_s:
-            outcome, starved = vocab.INFRA, True
-        if outcome != vocab.EXITED:
-            _kill_all(proc.pid, uid, psutil)
-            pid, status, usage = os.wait4(proc.pid, 0)
-            break
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(limits.sample_s)
+            now = time.monotonic()
+            sample = meter.sample(_node_processes(psutil, proc.pid, uid), now - last)
+            node_time, last, cpu_seen = node_time + sample.node_dt, now, max(cpu_seen, sample.cpu_s)
+            peak_mem, peak_disk = max(peak_mem, sample.mem_bytes), max(peak_disk, sample.disk_bytes)
+            utils.append(sample.util_pct)
+            gpu_util = monitor.sample() if monitor is not None else None
+            idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu \
+                else sample.demand_pct < limits.idle_cpu_pct
+            idle_since = (idle_since if idle_since is not None else node_time) if idle else None
+            outcome = _stopped(limits, node_time, idle_since, sample, judge_gpu)
+            if outcome == vocab.EXITED and now - start > limits.wall_factor * limits.timeout_s:
+                outcome, starved = vocab.INFRA, True
+            if outcome != vocab.EXITED:
+                _kill_all(proc.pid, uid, psutil)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+    except BaseException:  # the watcher failed: the node must not outlive it
+        _kill_all(proc.pid, uid, psutil)
+        os.wait4(proc.pid, 0)
+        raise
+    finally:
+        meter.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     # Stragglers that outlived a normal exit: by uid and process group only. The pid is reaped,
     # so its number may already name another process (another node's bwrap, say), whose tree

@@ -43,6 +43,33 @@ def test_files_on_the_nodes_tmpfs_are_memory(case, small):
     assert record["mem_peak_gi"] > small.mem_gi
 
 
+@pytest.mark.parametrize("kind", ["sysv_attached", "sysv_detached", "shared_anonymous"])
+def test_shared_memory_is_the_nodes_memory(case, small, kind):
+    """300 MiB in SysV segments (held by three children, or by none) or in shared anonymous
+    mappings split over children, under a 256 MiB limit."""
+    if kind.startswith("sysv") and not capabilities().namespaces:
+        lacking("a node's SysV segments are counted in its own IPC namespace")
+    record = evaluate_code(load_task(TASK), case("shared_memory.py").replace("KIND", kind), limits=small)
+    assert _verdict(record) == ("crashed", "MemoryLimitError", -0.5), record["term_tail"][-300:]
+    assert record["mem_peak_gi"] > small.mem_gi
+
+
+@pytest.mark.parametrize("allow_list", [True, False], ids=["bubblewrap", "fallback"])
+def test_a_nodes_sysv_segments_die_with_it(small, allow_list):
+    """A segment left attached to no process, by a node that then exits: gone from the host."""
+    if not capabilities().namespaces or (allow_list and not capabilities().bwrap):
+        lacking("an IPC namespace of the node's own")
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    code = ("import ctypes\nlibc = ctypes.CDLL(None)\nlibc.shmat.restype = ctypes.c_void_p\n"
+            f"shmid = libc.shmget({key}, 2**20, 0o1000 | 0o600)\naddr = libc.shmat(shmid, None, 0)\n"
+            "ctypes.memset(addr, 1, 2**20)\nlibc.shmdt(ctypes.c_void_p(addr))\nprint('left', shmid)\n")
+    limits = dataclasses.replace(small, allow_list=allow_list, isolate=True)
+    record = evaluate_code(load_task(TASK), code, limits=limits)
+    assert record["status"] == "no_submission" and "left" in record["term_tail"], record["term_tail"][-300:]
+    keys = [int(line.split()[0]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+    assert key not in keys
+
+
 def test_many_files_under_the_per_file_limit_hit_the_disk_quota(case, small):
     record = evaluate_code(load_task(TASK), case("disk_writer.py"), limits=small)
     assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"]
