@@ -135,8 +135,10 @@ def main(argv):
     _, status = os.waitpid(pid, 0)
     _report(cfg.get("status_fd"), status)
     if os.WIFSIGNALED(status):  # die the same way, so the caller sees the signal
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
+        sig = os.WTERMSIG(status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # whose handlers cannot be set (nor need to be)
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
     return os.waitstatus_to_exitcode(status)
 
 

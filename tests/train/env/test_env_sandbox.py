@@ -376,3 +376,20 @@ def test_a_node_uid_is_held_by_one_node_on_the_machine_at_a_time(monkeypatch):
     finally:
         os.close(lease)
     assert lease_elsewhere() == uid  # given back
+
+
+@pytest.mark.parametrize("stopped_by", ["idle", "timeout"])
+@pytest.mark.parametrize("allow_list", [True, False], ids=["bubblewrap", "fallback"])
+def test_a_node_the_sandbox_kills_leaves_no_launcher_traceback(limits, allow_list, stopped_by):
+    """The sandbox SIGKILLs the solution; the launcher reaps it and dies the same way, quietly."""
+    if allow_list and not capabilities().bwrap:
+        lacking("bubblewrap")
+    code = "import time\nprint('before', flush=True)\n" + (
+        "time.sleep(120)\n" if stopped_by == "idle" else "while True:\n    pass\n")
+    # each verdict far from the other: a sleeper idle after 1 s of 20, a busy loop out of time at 2 s
+    window, timeout = (1, 20) if stopped_by == "idle" else (60, 2)
+    limits = dataclasses.replace(limits, allow_list=allow_list, idle_window_s=window, timeout_s=timeout)
+    record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
+    expected = ("crashed", "CpuIdleError") if stopped_by == "idle" else ("timeout", "TimeoutError")
+    assert (record["status"], record["exc_type"]) == expected, record["term_tail"]
+    assert "Traceback" not in record["term_tail"] and record["term_tail"].strip() == "before"
