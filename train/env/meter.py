@@ -138,7 +138,7 @@ class NodeMeter:
         seen: set[tuple[int, int]] = set()
         if self.workspace and time.monotonic() >= self.next_walk:
             start = time.monotonic()
-            self.walked = _tree_blocks(self.workspace, seen, skip=self.workspace / "input")
+            self.walked = _tree_blocks(self.workspace, seen, skip="input")
             self.next_walk = start + (time.monotonic() - start) / WALK_SHARE
         total = self.walked
         for path in self.also:
@@ -173,26 +173,55 @@ def node_seconds(dt: float, run: float, wait: float, cores: int) -> float:
     return max(0.0, dt - lost)
 
 
-def _tree_blocks(root: Path, seen: set, skip: Path) -> int:
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _tree_blocks(root: Path, seen: set, skip: str) -> int:
+    """Blocks under ``root`` (its directories' own included, hard links once), but its entry
+    ``skip``. Each directory is opened from its parent's descriptor, never by path, so a tree
+    deeper than PATH_MAX is counted whole and a link is never followed; one descriptor is open
+    per level of the current branch."""
+    try:
+        top = os.open(root, _DIR)
+    except OSError:
+        return 0
     total = 0
-    stack, skip = [str(root)], str(skip)
-    while stack:
+
+    def scan(fd: int, is_top: bool) -> list[str]:
+        nonlocal total
+        subdirs = []
         try:
-            entries = os.scandir(stack.pop())
+            entries = os.scandir(fd)
         except OSError:
-            continue
+            return subdirs
         with entries:
             for entry in entries:
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.path != skip:
-                        stack.append(entry.path)
-                elif (st.st_dev, st.st_ino) not in seen:
+                if (st.st_dev, st.st_ino) not in seen:
                     seen.add((st.st_dev, st.st_ino))
                     total += st.st_blocks * 512
+                if stat.S_ISDIR(st.st_mode) and not (is_top and entry.name == skip):
+                    subdirs.append(entry.name)
+        return subdirs
+
+    stack = [(top, scan(top, True))]
+    try:
+        while stack:
+            fd, subdirs = stack[-1]
+            if not subdirs:
+                os.close(stack.pop()[0])
+                continue
+            try:
+                child = os.open(subdirs.pop(), _DIR, dir_fd=fd)
+            except OSError:  # gone, or out of descriptors: that branch is not counted this walk
+                continue
+            stack.append((child, scan(child, False)))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
     return total
 
 

@@ -77,6 +77,18 @@ def test_many_files_under_the_per_file_limit_hit_the_disk_quota(case, small):
     assert list(Path(small.workspace_root).glob("node-*")) == []  # its 180 MiB went with it
 
 
+@pytest.mark.parametrize("levels, name", [(3000, "d"), (30, "n" * 250)], ids=["3000_levels", "long_names"])
+def test_files_past_path_max_count_against_the_quota(small, levels, name):
+    """180 MiB written at the bottom of a path longer than PATH_MAX, which no path reaches."""
+    code = ("import os, time\nfor _ in range(LEVELS):\n    os.mkdir('NAME')\n    os.chdir('NAME')\n"
+            "for i in range(3):\n    with open(f'part{i}.bin', 'wb') as fh:\n"
+            "        for _ in range(60):\n            fh.write(b'x' * 2**20)\n"
+            "print(len(os.getcwd()), flush=True)\ntime.sleep(60)\n").replace("LEVELS", str(levels)).replace("NAME", name)
+    record = evaluate_code(load_task(TASK), code, limits=small)
+    assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"][-300:]
+    assert list(Path(small.workspace_root).glob("node-*")) == []
+
+
 def test_a_deleted_file_held_open_still_counts(case, small):
     record = evaluate_code(load_task(TASK), case("deleted_file_writer.py"), limits=small)
     assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"]
