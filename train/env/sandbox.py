@@ -299,9 +299,25 @@ def capabilities() -> Capabilities:
     if not uid_switch:
         warnings.append("not root: nodes run under our own uid, so RLIMIT_NPROC is shared "
                         "and escaped processes are found by process group only")
+    warnings.append(f"{cgroup_memory()}: a node's memory limit is the meter's, sampled every "
+                    "Limits.sample_s from outside (its processes, tmpfs and SysV segments), not memory.max")
     for line in warnings:
         log.warning("sandbox: %s", line)
     return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why)
+
+
+def cgroup_memory(root: str = "/sys/fs/cgroup") -> str:
+    """Why nodes get no cgroup of their own here, in a line."""
+    controllers = Path(root) / "cgroup.controllers"
+    if not controllers.is_file():
+        return f"no cgroup v2 hierarchy at {root} (cgroup v1 or hybrid)"
+    try:
+        available = controllers.read_text().split()
+    except OSError as exc:
+        return f"cannot read {controllers} ({exc.strerror})"
+    if "memory" not in available:
+        return f"the cgroup v2 memory controller is not delegated here ({controllers}: {' '.join(available) or 'none'})"
+    return "a cgroup v2 memory controller is here, but nodes are not placed in cgroups of their own"
 
 
 def _probe_bwrap(as_root: bool) -> tuple[bool, str]:

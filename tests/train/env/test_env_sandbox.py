@@ -393,3 +393,15 @@ def test_a_node_the_sandbox_kills_leaves_no_launcher_traceback(limits, allow_lis
     expected = ("crashed", "CpuIdleError") if stopped_by == "idle" else ("timeout", "TimeoutError")
     assert (record["status"], record["exc_type"]) == expected, record["term_tail"]
     assert "Traceback" not in record["term_tail"] and record["term_tail"].strip() == "before"
+
+
+def test_where_nodes_get_no_cgroup_it_is_said_why(tmp_path):
+    from train.env.sandbox import cgroup_memory
+
+    assert "no cgroup v2 hierarchy" in cgroup_memory(str(tmp_path))
+    (tmp_path / "cgroup.controllers").write_text("cpu pids\n")
+    assert "memory controller is not delegated" in cgroup_memory(str(tmp_path))
+    assert "cpu pids" in cgroup_memory(str(tmp_path))
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert "not placed in cgroups" in cgroup_memory(str(tmp_path))
+    assert any("not memory.max" in w for w in capabilities().warnings)  # said once, with the rest
