@@ -202,6 +202,7 @@ def _stage(job: SandboxJob, base: Path) -> tuple[Path, int | None, list[str], in
             for path in (workspace, workspace / "submission", workspace / "tmp", workspace / "solution.py"):
                 os.chown(path, uid, uid)
             os.chmod(base, 0o755)
+            os.chmod(workspace, 0o700)  # another node's uid (the fallback shows it the host) stays out
     except OSError:
         os.close(lease)
         raise
@@ -352,10 +353,12 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     output = workspace.parent / "output.log"
     config = workspace.parent / "launch.json"
     status_read, status_write = os.pipe() if caps.bwrap else (None, None)
+    # read by the launcher before it drops to the node's uid; the node's output is for us alone
+    config.touch(mode=0o600)
     config.write_text(json.dumps(_launch_config(job, workspace, uid, caps, status_write)))
     argv = _argv(job, workspace, config, caps)
     try:
-        with open(output, "wb") as out:
+        with open(os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as out:
             try:
                 proc = subprocess.Popen(argv, cwd=workspace, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, env=_scrubbed_env(workspace, job),

@@ -405,3 +405,32 @@ def test_where_nodes_get_no_cgroup_it_is_said_why(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
     assert "not placed in cgroups" in cgroup_memory(str(tmp_path))
     assert any("not memory.max" in w for w in capabilities().warnings)  # said once, with the rest
+
+
+def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(limits):
+    """Another node staged beside it (its workspace, its output): the fallback shows this node
+    the host's files, and neither opens for it."""
+    from train.env import sandbox, workspaces
+    from train.env.sandbox import SandboxJob
+
+    if not capabilities().uid_switch:
+        lacking("root, for a uid of each node's own")
+    task = load_task("mini-tabular-accuracy")
+    other = SandboxJob(code="# the other node's code\n", public_dir=str(task.public_dir), hidden_dirs=(),
+                       limits=limits)
+    base = workspaces.new_workspace(limits.workspace_root)
+    ws, uid, _, lease = sandbox._stage(other, base)
+    (base / "output.log").touch(mode=0o600)
+    (base / "output.log").write_text("the other node's output\n")
+    try:
+        code = ("import json\nfound = {}\n"
+                f"for path in ({str(ws / 'solution.py')!r}, {str(ws / 'submission')!r}, {str(base / 'output.log')!r}):\n"
+                "    try:\n        found[path] = open(path).read()[:40]\n"
+                "    except OSError as exc:\n        found[path] = type(exc).__name__\n"
+                "print('FOUND', json.dumps(found))\n")
+        record = evaluate_code(task, code, limits=dataclasses.replace(limits, allow_list=False))
+    finally:
+        os.close(lease)
+        workspaces.remove_tree(base)
+    line = next(l for l in record["term_tail"].splitlines() if l.startswith("FOUND "))
+    assert set(json.loads(line[6:]).values()) == {"PermissionError"}, line
