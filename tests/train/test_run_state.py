@@ -170,3 +170,24 @@ def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
     assert late["state"] == "running" and late["started_at"] == life.started_at < late["heartbeat_at"]
     life.end(KeyboardInterrupt())
     assert state(db_url, "late")["state"] == "stopped"
+
+
+@pytest.mark.parametrize("error", ["duckdb", "disk_error"])
+def test_a_full_warehouse_disk_leaves_the_start_and_end_unrecorded_with_a_line_not_an_exception(db_url, monkeypatch, error):
+    import duckdb
+
+    import warehouse.db
+    from warehouse.errors import DiskError
+
+    def full(*args, **kwargs):
+        if error == "duckdb":
+            raise duckdb.IOException('Could not write file "/data/wh.duckdb.wal": No space left on device')
+        raise DiskError("no space left on the device for wh.duckdb")
+
+    said = []
+    life = RunLife(db_url, "train run", every_s=3600, log=said.append)
+    monkeypatch.setattr(warehouse.db, "connect", full)
+    life.start("full_disk")
+    life.end(None)
+    # the start waits for the first beat that gets in, silently; the end's loss is one line
+    assert len(said) == 1 and "the end of run full_disk was not recorded" in said[0] and "space" in said[0], said
