@@ -37,7 +37,7 @@ def _check(ret, what):
 MS_BIND = 0x1000
 
 
-def isolate(network, hidden, reveal=()):
+def isolate(network, hidden, reveal=(), private=None):
     libc = _libc()
     # A pid namespace: when the solution (its pid 1) ends, the kernel kills and reaps every
     # process it left, detached or not, so no orphan or zombie outlives the node.
@@ -50,6 +50,10 @@ def isolate(network, hidden, reveal=()):
     if flags & CLONE_NEWNS:
         # Without this, the mounts below could propagate back into the host's mount table.
         _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    if private:
+        _private_dirs(libc, private["dirs"], private["size"], private["keep"])
+        # a closed dir under a private one is gone: the paths bound back have open parents
+        reveal = [(c, k) for c, k in reveal if not any(_under(c, d) for d in private["dirs"])]
     for closed, keep in reveal:
         _reveal(libc, closed, keep)
     for path in hidden:
@@ -57,6 +61,26 @@ def isolate(network, hidden, reveal=()):
             continue
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
                           b"size=4k,mode=000"), f"mount tmpfs over {path}")
+
+
+def _under(path, directory):
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _private_dirs(libc, dirs, size, keep):
+    """A fresh tmpfs (sticky, world-writable, ``size`` bytes) over each of ``dirs`` (the host's
+    /tmp and /dev/shm), and each path of ``keep`` that lay under one (the workspace, the
+    interpreter) bound back at its place."""
+    fds = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
+    for d in dirs:
+        if os.path.isdir(d):
+            _check(libc.mount(b"tmpfs", d.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                              f"size={int(size)},mode=1777".encode()), f"mount tmpfs over {d}")
+    for path, fd in fds:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
+               f"bind {path}")
+        os.close(fd)
 
 
 def fresh_proc():
@@ -114,7 +138,7 @@ def main(argv):
     with open(argv[1]) as fh:
         cfg = json.load(fh)
     try:
-        isolate(cfg["network"], cfg["hidden"], cfg["reveal"])
+        isolate(cfg["network"], cfg["hidden"], cfg["reveal"], cfg.get("private"))
     except OSError as exc:
         sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
         return SETUP_FAILED

@@ -426,9 +426,15 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     mem = int(limits.mem_gi * 2**30)
     fsize = int(limits.fsize_mb * 2**20)
     reveal = _closed_ancestors(limits.python, workspace) if uid is not None and not caps.bwrap else []
+    fallback_ns = caps.namespaces and not caps.bwrap
     return {
-        "network": caps.namespaces and not caps.bwrap, "hidden": hidden, "uid": uid,
+        "network": fallback_ns, "hidden": hidden, "uid": uid,
         "reveal": reveal, "status_fd": status_fd,
+        # the fallback's own /tmp and /dev/shm (tmpfs, capped at the memory limit, counted by the
+        # meter), with what the node needs from under them (its workspace, its Python) bound back
+        "private": {"dirs": list(PRIVATE_DIRS), "size": mem,
+                    "keep": _kept_under(PRIVATE_DIRS, [str(workspace), *_python_dirs(limits.python)])}
+        if fallback_ns else None,
         "argv": [limits.python, "-u", "solution.py"],
         "env": _scrubbed_env(workspace, job),
         "rlimits": {
@@ -439,6 +445,25 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
             "RLIMIT_CORE": (0, 0),
         },
     }
+
+
+PRIVATE_DIRS = ("/tmp", "/dev/shm")
+
+
+def _python_dirs(python: str) -> tuple[str, ...]:
+    from train.env import bwrap
+
+    try:
+        return bwrap.python_dirs(python)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxSetupError(f"cannot ask {python} for its prefix: {exc}") from exc
+
+
+def _kept_under(private: tuple[str, ...], paths: list[str]) -> list[str]:
+    """Those of ``paths`` that lie under one of the ``private`` dirs (the outermost of each)."""
+    under = sorted({str(Path(p).resolve()) for p in paths
+                    if any(Path(p).resolve().is_relative_to(d) for d in private)}, key=len)
+    return [p for i, p in enumerate(under) if not any(Path(p).is_relative_to(q) for q in under[:i])]
 
 
 def _closed_ancestors(python: str, workspace: Path) -> list[tuple[str, str]]:

@@ -415,6 +415,12 @@ def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(li
 
     if not capabilities().uid_switch:
         lacking("root, for a uid of each node's own")
+    import tempfile
+
+    # a root outside /tmp, which the fallback shows the node as the host has it
+    root = tempfile.mkdtemp(prefix="rollout-test-", dir="/var/tmp")
+    os.chmod(root, 0o755)
+    limits = dataclasses.replace(limits, workspace_root=root)
     task = load_task("mini-tabular-accuracy")
     other = SandboxJob(code="# the other node's code\n", public_dir=str(task.public_dir), hidden_dirs=(),
                        limits=limits)
@@ -431,6 +437,31 @@ def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(li
         record = evaluate_code(task, code, limits=dataclasses.replace(limits, allow_list=False))
     finally:
         os.close(lease)
-        workspaces.remove_tree(base)
+        workspaces.remove_tree(root)
     line = next(l for l in record["term_tail"].splitlines() if l.startswith("FOUND "))
     assert set(json.loads(line[6:]).values()) == {"PermissionError"}, line
+
+
+def test_the_fallback_gives_a_node_its_own_tmp_and_dev_shm(limits, tmp_path):
+    """Where namespaces work, the fallback's /tmp and /dev/shm are the node's own: it finds
+    nothing the host keeps there, and what it writes there goes with it."""
+    import uuid
+
+    if not capabilities().namespaces:
+        lacking("a mount namespace for the fallback")
+    token = f"fallback-{uuid.uuid4().hex[:12]}"
+    planted = Path("/tmp") / f"{token}-host"
+    planted.write_text("the host's")
+    code = (f"import json, os\nfound = [p for p in ('/tmp/{token}-host',) if os.path.exists(p)]\n"
+            f"for d in ('/tmp', '/dev/shm'):\n    open(os.path.join(d, '{token}'), 'w').write('x')\n"
+            "print('FOUND', json.dumps(found), flush=True)\n")
+    try:
+        record = evaluate_code(load_task("mini-tabular-accuracy"), code,
+                               limits=dataclasses.replace(limits, allow_list=False))
+    finally:
+        planted.unlink()
+        left = [d for d in ("/tmp", "/dev/shm") if (Path(d) / token).exists()]
+        for d in left:
+            (Path(d) / token).unlink()
+    assert record["status"] == "no_submission", record["term_tail"]
+    assert "FOUND []" in record["term_tail"] and left == []
