@@ -27,6 +27,7 @@ an address-space limit), so no file makes the trainer's own process slow or larg
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import functools
 import io
@@ -35,10 +36,13 @@ import math
 import os
 import pickle
 import resource
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -322,10 +326,12 @@ def check_shape(task: Task, data: bytes) -> None:
 
 def grade_isolated(task: Task, data: bytes | None, timeout_s: float = GRADE_TIMEOUT_S,
                    mem_gi: float | None = None) -> Grade:
-    """``grade_submission`` of the bytes ``data`` in a child process with a time limit and an
-    address-space limit (default: ``GRADE_MEM_GI``, or 64 times the answers if larger). A
-    child over either is an invalid submission; a child that cannot be started raises OSError
-    (the machine's failure)."""
+    """``grade_submission`` of the bytes ``data`` in a grader process of its own, with a time
+    limit and an address-space limit (default: ``GRADE_MEM_GI``, or 64 times the answers if
+    larger). The process is kept for the next grade (starting one and importing pandas costs
+    seconds on a loaded machine); one over its time is killed, one that died is started again.
+    A grade over either limit is an invalid submission; a grader that cannot be started raises
+    OSError (the machine's failure)."""
     if data is None:
         return Grade(status="no_submission")
     if mem_gi is None:
@@ -333,32 +339,112 @@ def grade_isolated(task: Task, data: bytes | None, timeout_s: float = GRADE_TIME
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         path = Path(tmp) / "submission.csv"
         path.write_bytes(data)
-        request = pickle.dumps({"task": task, "path": str(path), "mem": int(mem_gi * 2**30),
-                                "cpu_s": int(timeout_s) + 1})
+        os.chmod(tmp, 0o700)
+        return _GRADER.grade(task, str(path), timeout_s, int(mem_gi * 2**30))
+
+
+class _Grader:
+    """One grader process, reused; grades one submission at a time (a lock)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.mem: int | None = None
+        self.stderr = None
+
+    def grade(self, task: Task, path: str, timeout_s: float, mem: int) -> Grade:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None or self.mem != mem:
+                self._start(mem)
+            request = pickle.dumps({"task": task, "path": path})
+            try:
+                self.proc.stdin.write(len(request).to_bytes(8, "big") + request)
+                self.proc.stdin.flush()
+            except OSError:
+                return self._failed()
+            line = self._read_line(timeout_s)
+            if line is None:
+                self._stop()
+                return Grade(status="invalid_submission", grade_error=f"grading took over {timeout_s:g} s: stopped")
+            if not line:
+                return self._failed()
+            answer = json.loads(line)
+            if "infra" in answer:
+                raise RuntimeError(f"the grader could not read its request: {answer['infra']}")
+            return Grade(**answer)
+
+    def _start(self, mem: int) -> None:
+        self._stop()
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        try:
-            done = subprocess.run([sys.executable, "-c", "from train.env.grading import _grade_child; _grade_child()"],
-                                  input=request, capture_output=True, timeout=timeout_s, cwd=tmp, env=env)
-        except subprocess.TimeoutExpired:
-            return Grade(status="invalid_submission", grade_error=f"grading took over {timeout_s:g} s: stopped")
-    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
-    if done.returncode != 0 or not lines:
-        rc = done.returncode
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", f"from train.env.grading import _grade_child; _grade_child({mem})"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd="/", env=env)
+        self.mem = mem
+
+    def _read_line(self, timeout_s: float) -> str | None:
+        """The grader's next line; '' when it closed its output (it died), None when the time
+        ran out."""
+        fd, buf, deadline = self.proc.stdout.fileno(), b"", time.monotonic() + timeout_s
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return ""
+            buf += chunk
+        return buf.decode("utf-8", "replace")
+
+    def _failed(self) -> Grade:
+        rc = self.proc.wait()
         how = f"exit status {rc}" if rc >= 0 else f"killed by {signal.Signals(-rc).name}"
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        self.stderr.seek(0)
+        last = self.stderr.read().decode("utf-8", "replace").strip().splitlines()[-1:]
+        self._stop()
         return Grade(status="invalid_submission", grade_error=f"grader process failed: {how}{': ' + last[0] if last else ''}")
-    return Grade(**json.loads(lines[-1]))
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if self.stderr is not None:
+            self.stderr.close()
+            self.stderr = None
 
 
-def _grade_child() -> None:
-    """The child of ``grade_isolated``: limits first, then the grade as a JSON line."""
-    request = pickle.loads(sys.stdin.buffer.read())
-    resource.setrlimit(resource.RLIMIT_AS, (request["mem"], request["mem"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_s"], request["cpu_s"] + 5))
+_GRADER = _Grader()
+atexit.register(_GRADER._stop)
+
+
+def _grade_child(mem: int) -> None:
+    """The grader process: its limit first, then per request (a length, a pickle on stdin) the
+    grade as one JSON line on its own stdout; what a grader prints goes to stderr."""
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:
-        grade = grade_submission(request["task"], Path(request["path"]))
-    except MemoryError:
-        grade = Grade(status="invalid_submission", grade_error="grader failed: MemoryError (the grader's memory limit)")
-    sys.stdout.write(json.dumps(asdict(grade)) + "\n")
-
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    source = sys.stdin.buffer
+    while True:
+        size = source.read(8)
+        if len(size) < 8:
+            return
+        try:
+            request = pickle.loads(source.read(int.from_bytes(size, "big")))
+        except Exception as exc:  # noqa: BLE001 - the trainer's request, not the submission: its failure
+            out.write(json.dumps({"infra": f"{type(exc).__name__}: {exc}"}) + "\n")
+            out.flush()
+            continue
+        try:
+            grade = grade_submission(request["task"], Path(request["path"]))
+        except MemoryError:
+            grade = Grade(status="invalid_submission", grade_error="grader failed: MemoryError (the grader's memory limit)")
+        out.write(json.dumps(asdict(grade)) + "\n")
+        out.flush()

@@ -201,3 +201,24 @@ def test_a_grader_over_its_limits_is_stopped_and_the_submission_is_invalid(tiny_
     task = dataclasses.replace(tiny_task, grade_fn=grader)
     grade = grade_isolated(task, b"id,target\n1,a\n2,b\n3,a\n4,b\n", timeout_s=20, mem_gi=2)
     assert grade.status == "invalid_submission" and fragment in grade.grade_error, grade.grade_error
+
+
+def test_the_grader_process_is_reused_and_replaced_after_a_kill(tiny_task, child_imports_this_file):
+    from train.env import grading
+
+    data = b"id,target\n4,b\n3,a\n2,a\n1,a\n"
+    first = grade_isolated(tiny_task, data, mem_gi=3)
+    pid = grading._GRADER.proc.pid
+    assert grade_isolated(tiny_task, data, mem_gi=3) == first and grading._GRADER.proc.pid == pid  # one process
+    stopped = grade_isolated(dataclasses.replace(tiny_task, grade_fn=_sleeps), data, timeout_s=10, mem_gi=3)
+    assert stopped.grade_error == "grading took over 10 s: stopped" and grading._GRADER.proc is None
+    assert grade_isolated(tiny_task, data, mem_gi=3) == first  # a new one
+
+
+def test_a_request_the_grader_cannot_read_is_the_machines_failure(tiny_task, monkeypatch):
+    """A grade_fn the grader process cannot import (not the submission's doing): an error,
+    which makes the node's record infrastructure."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    task = dataclasses.replace(tiny_task, grade_fn=_dies)
+    with pytest.raises(RuntimeError, match="could not read its request: ModuleNotFoundError"):
+        grade_isolated(task, b"id,target\n1,a\n", mem_gi=3.5)
