@@ -349,12 +349,13 @@ class _Grader:
     def __init__(self):
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
-        self.mem: int | None = None
+        self.mem: tuple | None = None  # (RLIMIT_AS, PYTHONPATH) it was started with
         self.stderr = None
 
     def grade(self, task: Task, path: str, timeout_s: float, mem: int) -> Grade:
         with self.lock:
-            if self.proc is None or self.proc.poll() is not None or self.mem != mem:
+            # a new limit, or a new import path (what unpickles a task's grade_fn): a new process
+            if self.proc is None or self.proc.poll() is not None or self.mem != (mem, os.environ.get("PYTHONPATH")):
                 self._start(mem)
             request = pickle.dumps({"task": task, "path": path})
             try:
@@ -380,7 +381,7 @@ class _Grader:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", f"from train.env.grading import _grade_child; _grade_child({mem})"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd="/", env=env)
-        self.mem = mem
+        self.mem = (mem, os.environ.get("PYTHONPATH"))
 
     def _read_line(self, timeout_s: float) -> str | None:
         """The grader's next line; '' when it closed its output (it died), None when the time
