@@ -254,8 +254,11 @@ def _content(db_url: str) -> dict:
     return out
 
 
+@pytest.mark.parametrize("refusal", ["locked", "disk_full"])
 def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url, tmp_path, monkeypatch,
-                                                                         model_dir):
+                                                                         model_dir, refusal):
+    """Round 2 refused by a lock, or by the warehouse's full disk (DuckDB's ENOSPC; the real
+    full tmpfs: test_a_full_warehouse_disk_spools_the_rounds_...)."""
     import shlex
 
     from click.testing import CliRunner
@@ -273,12 +276,17 @@ def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url,
 
     def locked_for_round_2(url, run, rnd, wait, **kw):
         written.append((run, rnd))
-        if rnd.round == 2:
+        if rnd.round == 2 and refusal == "locked":
             raise DatabaseLockedError("locked by a reader")
+        if rnd.round == 2:
+            import duckdb
+
+            raise duckdb.IOException(f'Could not write file "{db}.wal": No space left on device')
         return real(url, run, rnd, wait, **kw)
 
     monkeypatch.setattr(train.writer, "commit_round", locked_for_round_2)
     monkeypatch.chdir(tmp_path)  # the default spool, ./spool_<run>, lands here
+    db = db_url.removeprefix("duckdb:///")
     db = db_url.removeprefix("duckdb:///")
     result = CliRunner().invoke(train_main, ["run", "--model", str(model_dir), "--rounds", "3", "--tasks", TASK,
                                              "--db", db, "--set", "siblings_per_expansion=2", "--run-id", "r_spool"])
