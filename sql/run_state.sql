@@ -8,6 +8,9 @@
 --   lost      not ended and no beat for lost_after_s (the process died unseen: killed, OOM,
 --             the machine lost), or the run directory is a dangling link (runs.lost);
 --   imported  loaded from files by `warehouse ingest`: no trainer recorded its life here.
+-- A run whose row a trainer claimed (source_path train://) but whose start record never got in
+-- was killed before it began, or has not begun yet: running while its last commit (or its
+-- start, from its id) is within lost_after_s, lost after that, with exit_reason saying so.
 -- last_activity_at is the run's own time, never the time it was ingested: its last beat, its
 -- end or its newest round's commit (a trainer's), else the time stamped in its round files'
 -- names (round_times), and only when its files carry no time at all their newest mtime, which
@@ -41,6 +44,8 @@ timed AS (
            greatest(3 * coalesce(l."heartbeat_every_s", 60), 120) AS "lost_after_s",
            epoch(now()) - epoch(coalesce(l."heartbeat_at", l."started_at")) AS "silent_s",
            l."run_id" IS NOT NULL AS "recorded",
+           coalesce(r."source_path" LIKE 'train://%', false) AS "claimed",
+           epoch(now()) - epoch(coalesce(o."committed_at", r."started_at")) AS "unrecorded_silent_s",
            greatest(l."heartbeat_at", l."ended_at", o."committed_at") AS "trainer_at",
            o."named_at",
            f."newest_file_at"
@@ -55,6 +60,8 @@ SELECT
     CASE
         WHEN "dangling" THEN 'lost'
         WHEN "end_status" IS NOT NULL THEN "end_status"
+        WHEN NOT "recorded" AND "claimed" AND "unrecorded_silent_s" <= "lost_after_s" THEN 'running'
+        WHEN NOT "recorded" AND "claimed" THEN 'lost'
         WHEN NOT "recorded" THEN 'imported'
         WHEN "silent_s" > "lost_after_s" THEN 'lost'
         ELSE 'running'
@@ -64,7 +71,11 @@ SELECT
     "heartbeat_at",
     "ended_at",
     "end_status",
-    "exit_reason",
+    CASE
+        WHEN NOT "recorded" AND "claimed" AND coalesce("unrecorded_silent_s" > "lost_after_s", true)
+            THEN 'its trainer claimed the run but never recorded its start: killed before it began'
+        ELSE "exit_reason"
+    END AS "exit_reason",
     coalesce(greatest("trainer_at", "named_at"), "newest_file_at") AS "last_activity_at",
     CASE
         WHEN "trainer_at" >= coalesce("named_at", "trainer_at") THEN 'trainer'

@@ -120,9 +120,16 @@ class RunLife:
             with connect(self.db_url, wait_s=wait_s) as con:
                 transaction(con, lambda: work(con), wait_s=wait_s)
             return True
-        except DatabaseLockedError as exc:
+        except Exception as exc:
+            from warehouse.errors import DiskError, disk_errno
+
+            # a locked warehouse, or one whose disk is full or read-only (the rounds are spooled
+            # then, and the run's exit names their load command): the run goes on
+            if not isinstance(exc, (DatabaseLockedError, DiskError)) and disk_errno(exc) is None:
+                raise
             if what is not None:  # a missed beat says nothing; a missed start or end is worth a line
-                self.log(f"Warning: the {what} of run {self.run_id} was not recorded ({exc}).")
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                self.log(f"Warning: the {what} of run {self.run_id} was not recorded ({first}).")
             return False
 
 

@@ -12,7 +12,8 @@ Rewriting a round of one's own run replaces that round's rows (the same sources)
 
 If another process holds the warehouse file's lock, `warehouse.db.connect` retries with
 backoff for `lock_wait_s` (on DuckLake, where there is no lock, `transaction` redoes a
-commit that lost to another writer's for as long); past that the round is spooled to disk
+commit that lost to another writer's for as long); past that, or when the warehouse's disk is
+full or read-only (a commit that fails with ENOSPC, EROFS or EACCES), the round is spooled to disk
 in the data-root layout (seeds 000/002, plus `<run>/step_metrics.jsonl`) and a one-line notice
 says how to ingest it (`RoundWriter.load_command`): a round is never lost, and `warehouse
 ingest` of the spool lands the same rows the commit would have.
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.errors import DatabaseLockedError, TerminalError, TransientError
+from warehouse.errors import DatabaseLockedError, DiskError, TerminalError, TransientError
 
 LOCK_WAIT_S = 60.0
 
@@ -127,15 +128,33 @@ class RoundWriter:
             self.claimed = True
             return "db"
         except DatabaseLockedError as exc:
-            self._spool(rnd)
-            self.log(f"Warning: round {rnd.round} not committed ({exc}); spooled to {self.spool_root}. "
-                     f"Load it later with: {self.load_command()}")
-            return "spool"
+            return self._spool_instead(rnd, exc)
         except RunIdTakenError as exc:  # taken while the warehouse was locked at the claim
             self._spool(rnd)
             raise RunIdTakenError(f"{exc} Round {rnd.round} is spooled to {self.spool_root}: rename "
                                   f"{self.run.run_id} there (directory and manifest entry) before "
                                   "ingesting it.") from None
+        except Exception as exc:
+            from warehouse.errors import disk_errno
+
+            if disk_errno(exc) is None and not isinstance(exc, DiskError):
+                raise
+            return self._spool_instead(rnd, exc)  # the warehouse's disk is full or read-only
+
+    def _spool_instead(self, rnd: RoundWrite, why: Exception) -> str:
+        """Spool the round the warehouse did not take; a spool that cannot be written either is
+        one error naming both, so the round is never dropped unsaid."""
+        try:
+            self._spool(rnd)
+        except OSError as exc:
+            raise DiskError(f"round {rnd.round} of run {self.run.run_id} is lost: the warehouse refused it "
+                            f"({str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__}) "
+                            f"and its spool {self.spool_root} could not be written ({exc}). Free space "
+                            "there or pass --spool-root on another disk.") from None
+        first = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+        self.log(f"Warning: round {rnd.round} not committed ({first}); spooled to {self.spool_root}. "
+                 f"Load it later with: {self.load_command()}")
+        return "spool"
 
     def load_command(self) -> str:
         """The command that loads the spool into the warehouse (shell-quoted, absolute paths:

@@ -34,7 +34,9 @@ class ErrorBoundaryGroup(click.Group):
             if (ctx.obj or {}).get("debug") or err is None:
                 traceback.print_exc()
                 sys.exit(1)
-            click.secho(f"Error: {err}", fg="red", err=True)
+            from warehouse.formatting import visible
+
+            click.secho(f"Error: {visible(str(err), keep=chr(10))}", fg="red", err=True)
             sys.exit(err.exit_code)
 
 

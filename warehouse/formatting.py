@@ -74,3 +74,28 @@ def _text(value) -> str:
     if isinstance(value, decimal.Decimal):
         return format_value(float(value))
     return str(value)
+
+
+# Characters that move the cursor, recolour or rewrite a terminal, or reorder text: shown as
+# escapes. C0 and C1 controls, DEL, the line and paragraph separators, the bidi overrides.
+_SHOWN_AS = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_FORMAT_CONTROLS = {0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C}
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every control character written as its escape (``\\x1b``, ``\\n``, ...),
+    but those in ``keep``: a value printed to a terminal is read, never obeyed."""
+    if text.isprintable() and not any(ord(c) in _FORMAT_CONTROLS for c in text):
+        return text
+    out = []
+    for c in text:
+        code = ord(c)
+        if c in keep or (c.isprintable() and code not in _FORMAT_CONTROLS) or (c == " "):
+            out.append(c)
+        elif c in _SHOWN_AS:
+            out.append(_SHOWN_AS[c])
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)

@@ -5,7 +5,8 @@ Every table (`warehouse sql`, `tables`, `check`, `metrics`) is laid out here: no
 numbers right-aligned, headers broken only at underscores, and when even the narrowest
 columns do not fit, the middle columns left out (a `…` column where they were) and counted
 under the table. Values read as :mod:`warehouse.formatting` writes them (NULL, true/false,
-one precision per float column).
+one precision per float column). Every name and value is text, never rich markup (`[bold]`
+prints as written), and its control characters print as escapes (`\x1b`, `\n`).
 
 `warehouse metrics` shows a view's key columns (`DEFAULT_COLUMNS`, or the caller's choice),
 one table per run with the run id as its title; one row of a one-key view (a run's
@@ -22,7 +23,7 @@ import shutil
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
-from warehouse.formatting import format_column, format_value, is_number
+from warehouse.formatting import format_column, format_value, is_number, visible
 from warehouse.query import Result
 
 
@@ -116,7 +117,7 @@ def render_for_terminal(result: Result, width: int | None = None) -> str:
     dropped = 0
     for title, part in _per_run(result):
         dropped = max(dropped, _print_fitted(console, part, title))
-    console.print(footer(result, dropped, "--columns or --format csv"))
+    console.print(footer(result, dropped, "--columns or --format csv"), markup=False)
     return _text(console)
 
 
@@ -125,7 +126,7 @@ def table_text(result: Result, width: int | None = None) -> str:
     long cells cut with an ellipsis, columns that cannot fit left out and counted below."""
     console = _console(width or terminal_width())
     dropped = _print_fitted(console, result, None)
-    console.print(footer(result, dropped, "--format csv"))
+    console.print(footer(result, dropped, "--format csv"), markup=False)
     return _text(console)
 
 
@@ -219,7 +220,7 @@ def _columns(result: Result) -> list[_Column]:
         numeric = (str(declared).split("(")[0] in _NUMERIC_TYPES if declared is not None
                    else any(is_number(v) for v in values))
         whole = numeric or name == "run_id" or name.endswith("_id")
-        columns.append(_Column(name, format_column(values), numeric, whole))
+        columns.append(_Column(visible(name), [visible(c) for c in format_column(values)], numeric, whole))
     return columns
 
 
@@ -271,31 +272,33 @@ def _print_fitted(console, result: Result, title: str | None) -> int:
 def _table(columns: list[_Column], shown: list[int], widths: list[int], title: str | None):
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+    table = Table(title=Text(visible(title)) if title is not None else None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, header_style="bold", padding=(0, 0, 0, 1))
     gap_at = next((k for k, i in enumerate(shown) if i != k), None)  # where the left-out columns were
     for k, (i, w) in enumerate(zip(shown, widths)):
         if k == gap_at:
             table.add_column("…", width=1, no_wrap=True)
         column = columns[i]
-        table.add_column(header(column.name, w), width=w, no_wrap=True, overflow="ellipsis",
+        table.add_column(Text(header(column.name, w)), width=w, no_wrap=True, overflow="ellipsis",
                          justify="right" if column.numeric else "left")
     for r in range(len(columns[0].cells) if columns else 0):
         cells = [columns[i].cells[r] for i in shown]
-        table.add_row(*(cells if gap_at is None else [*cells[:gap_at], "…", *cells[gap_at:]]))
+        table.add_row(*map(Text, cells if gap_at is None else [*cells[:gap_at], "…", *cells[gap_at:]]))
     return table
 
 
 def _vertical(result: Result):
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for name, value in zip(result.columns, result.rows[0]):
-        table.add_row(name, format_value(value))
+        table.add_row(Text(visible(name)), Text(visible(format_value(value))))
     return table
 
 

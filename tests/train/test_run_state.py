@@ -81,6 +81,24 @@ def test_imported_and_dangling_runs(db_url):
     assert state(db_url, "gone")["state"] == "lost"
 
 
+def test_a_run_killed_before_its_start_record_is_lost_not_imported(db_url):
+    """A run row that `train run` claimed (train://) with no life recorded: killed before its
+    start got in. Lost once silent past the threshold, running while its last commit is recent;
+    a run from files stays imported."""
+    sql(db_url, "INSERT INTO runs (run_id, kind, lost, source_path, started_at) VALUES "
+                "('killed', 'training', false, 'train://killed', now() - INTERVAL 1 HOUR), "
+                "('killed_no_clock', 'training', false, 'train://killed_no_clock', NULL), "
+                "('committing', 'training', false, 'train://committing', now() - INTERVAL 1 HOUR), "
+                "('ingested', 'training', false, '/data/runs/ingested', NULL)")
+    sql(db_url, "INSERT INTO sources (source_id, path, kind, run_id, round, ingested_at) "
+                "VALUES (91, 'train://committing/round_1/t', 'nodes', 'committing', 1, now())")
+    for run_id in ("killed", "killed_no_clock"):
+        row = state(db_url, run_id)
+        assert row["state"] == "lost" and "killed before it began" in row["exit_reason"], row
+    assert (state(db_url, "committing")["state"], state(db_url, "committing")["exit_reason"]) == ("running", None)
+    assert (state(db_url, "ingested")["state"], state(db_url, "ingested")["exit_reason"]) == ("imported", None)
+
+
 def test_train_run_records_its_life(db_url, model_dir, monkeypatch):
     import train.run
 
@@ -152,3 +170,24 @@ def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
     assert late["state"] == "running" and late["started_at"] == life.started_at < late["heartbeat_at"]
     life.end(KeyboardInterrupt())
     assert state(db_url, "late")["state"] == "stopped"
+
+
+@pytest.mark.parametrize("error", ["duckdb", "disk_error"])
+def test_a_full_warehouse_disk_leaves_the_start_and_end_unrecorded_with_a_line_not_an_exception(db_url, monkeypatch, error):
+    import duckdb
+
+    import warehouse.db
+    from warehouse.errors import DiskError
+
+    def full(*args, **kwargs):
+        if error == "duckdb":
+            raise duckdb.IOException('Could not write file "/data/wh.duckdb.wal": No space left on device')
+        raise DiskError("no space left on the device for wh.duckdb")
+
+    said = []
+    life = RunLife(db_url, "train run", every_s=3600, log=said.append)
+    monkeypatch.setattr(warehouse.db, "connect", full)
+    life.start("full_disk")
+    life.end(None)
+    # the start waits for the first beat that gets in, silently; the end's loss is one line
+    assert len(said) == 1 and "the end of run full_disk was not recorded" in said[0] and "space" in said[0], said

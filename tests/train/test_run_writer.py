@@ -257,8 +257,11 @@ def _content(db_url: str) -> dict:
     return out
 
 
+@pytest.mark.parametrize("refusal", ["locked", "disk_full"])
 def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url, tmp_path, monkeypatch,
-                                                                         model_dir):
+                                                                         model_dir, refusal):
+    """Round 2 refused by a lock, or by the warehouse's full disk (DuckDB's ENOSPC; the real
+    full tmpfs: test_a_full_warehouse_disk_spools_the_rounds_...)."""
     import shlex
 
     from click.testing import CliRunner
@@ -276,12 +279,17 @@ def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url,
 
     def locked_for_round_2(url, run, rnd, wait, **kw):
         written.append((run, rnd))
-        if rnd.round == 2:
+        if rnd.round == 2 and refusal == "locked":
             raise DatabaseLockedError("locked by a reader")
+        if rnd.round == 2:
+            import duckdb
+
+            raise duckdb.IOException(f'Could not write file "{db}.wal": No space left on device')
         return real(url, run, rnd, wait, **kw)
 
     monkeypatch.setattr(train.writer, "commit_round", locked_for_round_2)
     monkeypatch.chdir(tmp_path)  # the default spool, ./spool_<run>, lands here
+    db = db_url.removeprefix("duckdb:///")
     db = db_url.removeprefix("duckdb:///")
     result = CliRunner().invoke(train_main, ["run", "--model", str(model_dir), "--rounds", "3", "--tasks", TASK,
                                              "--db", db, "--set", "siblings_per_expansion=2", "--run-id", "r_spool",
@@ -308,3 +316,49 @@ def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url,
     assert len(got["node_train_tokens"]) == 6  # the spooled round's training record came back too
     for table in want:
         assert got[table] == want[table], table
+
+
+def test_a_full_warehouse_disk_spools_the_rounds_and_their_load_command_lands_them(tmp_path):
+    """The warehouse on a small tmpfs filled to the last block: each round's commit fails with
+    ENOSPC, the round is spooled (on another disk), and the command the warning gives loads
+    every row once the warehouse has room."""
+    import shlex
+    import sys
+
+    from click.testing import CliRunner
+
+    from tests.mounts import require_mounts, run_script
+    from warehouse.cli import main
+    from warehouse.config import resolve_db_url
+
+    require_mounts()
+    disk, spool, stage = tmp_path / "disk", tmp_path / "spool", tmp_path / "stage"
+    disk.mkdir()
+    url = resolve_db_url(disk / "wh.duckdb")
+    code = (f"from tests.train.test_run_writer import _round, _run_row, TASKS\n"
+            f"from train.rollout.tree import TaskTree\nfrom train.writer import RoundWriter\n"
+            f"said = []\ntrees = {{t: TaskTree(t) for t in TASKS}}\n"
+            f"w = RoundWriter({url!r}, _run_row(), spool_root={str(spool)!r}, lock_wait_s=1, log=said.append)\n"
+            f"print('WHERE', w.write(_round(trees, 1)), w.write(_round(trees, 2)))\n"
+            f"print('SAID', said[0])\nprint('LOAD', w.load_command())\n")
+    d, py = shlex.quote(str(disk)), shlex.quote(sys.executable)
+    script = f"""set -e
+mount -t tmpfs -o size=3600k tmpfs {d}
+{py} -m warehouse.cli --db {shlex.quote(url)} init >/dev/null
+dd if=/dev/zero of={d}/filler bs=4k 2>/dev/null || true
+{py} -c {shlex.quote(code)}
+rm {d}/filler
+mkdir {shlex.quote(str(stage))} && cp -a {d}/. {shlex.quote(str(stage))}/ && umount {d} && cp -a {shlex.quote(str(stage))}/. {d}/
+"""
+    done = run_script(script)
+    assert "WHERE spool spool" in done.stdout, (done.stdout, done.stderr[-2000:])
+    said = next(line for line in done.stdout.splitlines() if line.startswith("SAID "))
+    assert "No space left on device" in said or "no space left" in said.lower(), said
+    load = next(line for line in done.stdout.splitlines() if line.startswith("LOAD "))[5:]
+    assert load in said
+    argv = shlex.split(load)
+    assert argv[:2] == ["warehouse", "--db"]
+    result = CliRunner().invoke(main, argv[1:])
+    assert result.exit_code == 0, result.output
+    assert _rows(url, "SELECT round, count(*) FROM nodes GROUP BY 1 ORDER BY 1") == [(1, 8), (2, 8)]
+    assert _rows(url, "SELECT step FROM steps ORDER BY 1") == [(1,), (2,)]

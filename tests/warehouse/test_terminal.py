@@ -142,3 +142,43 @@ def test_run_metrics_shows_each_runs_state_and_keeps_it_at_80_columns(tmp_path):
         assert {line.split()[0]: line.split()[-1] for line in lines[header + 1:-1]} == expected, output
         assert max(map(len, lines)) <= width
     assert "nodes" in lines[header - 1]  # at 200 columns every key column
+
+
+# --- text stays text: markup and control characters in values print as written ---------------
+
+HOSTILE_TEXT = ["[/x]", "[bold red]loud[/bold red]", "\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "a\nb\rc",
+                "\u202eevil"]
+
+
+def _sql(db, query, width=200):
+    return CliRunner(env={"COLUMNS": str(width)}).invoke(main, ["--db", db, "sql", query])
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT)
+def test_a_value_is_printed_as_text_never_obeyed(db, text):
+    literal = "'" + text.replace("'", "''") + "'"
+    for query in (f"SELECT {literal} AS v, 1 AS n", f"SELECT 1 AS {chr(34)}{text}{chr(34)}",
+                  f"SELECT {literal} AS v, 1 AS n UNION ALL SELECT 'x', 2"):
+        result = _sql(db, query)
+        assert result.exit_code == 0, result.output
+        assert not any(c in result.output for c in "\x1b\x07\r\u202e"), repr(result.output)
+    shown = _sql(db, f"SELECT {literal} AS v").output
+    if text.isprintable():
+        assert text in shown  # the brackets as written, not styling
+    else:
+        assert "\\x1b" in shown or "\\n" in shown or "\\u202e" in shown, shown
+
+
+def test_a_run_id_and_a_vertical_value_are_text(tmp_path):
+    from warehouse.query import Result
+    from warehouse.terminal import render_for_terminal
+
+    vertical = render_for_terminal(Result(["run_id", "state"], [("[bold]r\x1b[2J", "[/x]")]), width=80)
+    assert "[bold]r\\x1b[2J" in vertical and "[/x]" in vertical and "\x1b" not in vertical
+    per_run = render_for_terminal(Result(["run_id", "round"], [("[/x]\x1b", 1), ("[/x]\x1b", 2)]), width=80)
+    assert "[/x]" in per_run and "x1b" in per_run and "\x1b" not in per_run  # the title wraps to the table
+
+
+def test_an_error_prints_its_control_characters_escaped(db):
+    result = _sql(db, "SELECT * FROM \"no\x1b[2Jtable\"")
+    assert result.exit_code != 0 and "\x1b" not in result.output and "\\x1b[2J" in result.output, result.output

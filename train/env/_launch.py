@@ -20,7 +20,7 @@ import signal
 import sys
 
 SETUP_FAILED = 97
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 0x40000
 
 
@@ -37,17 +37,23 @@ def _check(ret, what):
 MS_BIND = 0x1000
 
 
-def isolate(network, hidden, reveal=()):
+def isolate(network, hidden, reveal=(), private=None):
     libc = _libc()
     # A pid namespace: when the solution (its pid 1) ends, the kernel kills and reaps every
     # process it left, detached or not, so no orphan or zombie outlives the node.
     # The pid namespace brings a mount namespace, for the solution's own /proc (fresh_proc).
-    flags = (CLONE_NEWNET | CLONE_NEWPID if network else 0) | (CLONE_NEWNS if network or hidden or reveal else 0)
+    # An IPC namespace: the node's SysV segments and message queues are its own, counted as its
+    # memory (train.env.meter) and gone with it.
+    flags = (CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC if network else 0) | (CLONE_NEWNS if network or hidden or reveal else 0)
     if flags:
         _check(libc.unshare(flags), "unshare")
     if flags & CLONE_NEWNS:
         # Without this, the mounts below could propagate back into the host's mount table.
         _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    if private:
+        _private_dirs(libc, private["dirs"], private["size"], private["keep"])
+        # a closed dir under a private one is gone: the paths bound back have open parents
+        reveal = [(c, k) for c, k in reveal if not any(_under(c, d) for d in private["dirs"])]
     for closed, keep in reveal:
         _reveal(libc, closed, keep)
     for path in hidden:
@@ -55,6 +61,26 @@ def isolate(network, hidden, reveal=()):
             continue
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
                           b"size=4k,mode=000"), f"mount tmpfs over {path}")
+
+
+def _under(path, directory):
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _private_dirs(libc, dirs, size, keep):
+    """A fresh tmpfs (sticky, world-writable, ``size`` bytes) over each of ``dirs`` (the host's
+    /tmp and /dev/shm), and each path of ``keep`` that lay under one (the workspace, the
+    interpreter) bound back at its place."""
+    fds = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
+    for d in dirs:
+        if os.path.isdir(d):
+            _check(libc.mount(b"tmpfs", d.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                              f"size={int(size)},mode=1777".encode()), f"mount tmpfs over {d}")
+    for path, fd in fds:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
+               f"bind {path}")
+        os.close(fd)
 
 
 def fresh_proc():
@@ -112,7 +138,7 @@ def main(argv):
     with open(argv[1]) as fh:
         cfg = json.load(fh)
     try:
-        isolate(cfg["network"], cfg["hidden"], cfg["reveal"])
+        isolate(cfg["network"], cfg["hidden"], cfg["reveal"], cfg.get("private"))
     except OSError as exc:
         sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
         return SETUP_FAILED
@@ -133,8 +159,10 @@ def main(argv):
     _, status = os.waitpid(pid, 0)
     _report(cfg.get("status_fd"), status)
     if os.WIFSIGNALED(status):  # die the same way, so the caller sees the signal
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
+        sig = os.WTERMSIG(status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # whose handlers cannot be set (nor need to be)
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
     return os.waitstatus_to_exitcode(status)
 
 

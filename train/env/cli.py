@@ -52,6 +52,7 @@ def tasks(tasks_root: Path | None, fmt: str) -> None:
     leaderboard size. A task that cannot be read is listed with the reason, and the listing
     goes on; the command then exits 1."""
     from train.env.tasks import describe_tasks
+    from warehouse.formatting import visible
 
     rows = describe_tasks(tasks_root)
     if fmt == "json":
@@ -60,9 +61,9 @@ def tasks(tasks_root: Path | None, fmt: str) -> None:
         click.echo("task\tmetric\tdirection\tid_column\ttargets\tteams")
         for row in rows:
             if row["error"]:
-                click.echo(f"{row['task']}\tunreadable: {row['error']}")
+                click.echo(visible(f"{row['task']}\tunreadable: {row['error']}", keep="\t"))
             else:
-                click.echo("\t".join(str(row[k]) for k in ("task", "metric", "direction", "id_column", "targets", "teams")))
+                click.echo("\t".join(visible(str(row[k])) for k in ("task", "metric", "direction", "id_column", "targets", "teams")))
     if any(row["error"] for row in rows):
         raise SystemExit(1)
 
@@ -70,14 +71,18 @@ def tasks(tasks_root: Path | None, fmt: str) -> None:
 def _print_pretty(record: dict) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from warehouse.formatting import visible
+
+    # every value is text, not markup, and its control characters print as escapes
     table = Table(show_header=False, box=None)
     for key, value in record.items():
         if key in ("code", "term_tail"):
             continue
-        table.add_row(f"[bold]{key}[/bold]", json.dumps(value, default=str))
+        table.add_row(Text(visible(str(key)), style="bold"), Text(visible(json.dumps(value, default=str))))
     console = Console()
     console.print(table)
     if record.get("term_tail"):
         console.rule("term_tail")
-        console.print(record["term_tail"], markup=False, highlight=False)
+        console.print(Text(visible(record["term_tail"], keep="\n\t")), highlight=False)

@@ -13,19 +13,24 @@ Status choices (the warehouse accepts only the six known statuses; every name an
   ``TimeoutError`` (RLIMIT_CPU kills with SIGXCPU, which is reported as a timeout too).
 - over the node's memory limit (its tree and tmpfs) or disk quota: ``crashed`` with exc_type
   ``MemoryLimitError`` or ``DiskLimitError`` (reward -0.5).
+- any failure while staging, running, retrieving, grading or cleaning up one node: that
+  node's ``crashed`` / ``InfrastructureError`` record (-1.0), with the failure in its
+  ``term_tail``; its siblings' records stand.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import dataclasses
+import logging
 
 from train.env.executors import Executor, LocalExecutor
 from train.env.extract import Extraction, extract
-from train.env.grading import Grade, grade_submission
+from train.env.grading import Grade, grade_isolated
 from train.env.reward import reward_for
 from train.env.sandbox import ExecResult, Limits, SandboxJob, require_sandbox
 from train.env.tasks import Task
 from warehouse import vocabulary as vocab
+
+log = logging.getLogger(__name__)
 
 
 def evaluate(task: Task, completions: list[str], executor: Executor | None = None,
@@ -68,7 +73,21 @@ def evaluate_extractions(task: Task, extractions: list[Extraction], executor: Ex
                        hidden_dirs=_hidden_dirs(task), limits=limits,
                        gpu_request=_declared_gpus(extractions[i])) for i in runnable]
     results = dict(zip(runnable, executor.run(jobs)))
-    return [node_record(task, e, results.get(i), limits) for i, e in enumerate(extractions)]
+    return [_record_or_infra(task, e, results.get(i), limits) for i, e in enumerate(extractions)]
+
+
+def _record_or_infra(task: Task, extraction: Extraction, result: ExecResult | None, limits: Limits) -> dict:
+    """The node's record; a failure to make it (grading it, say) is the node's own
+    infrastructure record, never its siblings'."""
+    try:
+        return node_record(task, extraction, result, limits)
+    except Exception as exc:  # noqa: BLE001 - one node's failure stays one node's
+        log.warning("node record failed: %s: %s", type(exc).__name__, exc)
+        tail = (f"{result.term_tail if result else ''}\nsandbox: the node's record failed: "
+                f"{type(exc).__name__}: {str(exc)[:500]}")[-limits.term_tail_chars:]
+        failed = dataclasses.replace(result or ExecResult(outcome=vocab.INFRA), outcome=vocab.INFRA,
+                                     exc_type=vocab.STOPPED[vocab.INFRA].exc_type, term_tail=tail, submission=None)
+        return node_record(task, extraction, failed, limits)
 
 
 def _declared_gpus(extraction: Extraction) -> int:
@@ -125,22 +144,8 @@ def _judge(task: Task, result: ExecResult | None) -> tuple[str, str | None, Grad
         return stopped.status, stopped.exc_type, none
     if result.returncode != 0:
         return vocab.CRASHED, result.exc_type, none
-    grade = _grade_bytes(task, result.submission)
+    grade = grade_isolated(task, result.submission)
     return grade.status, None, grade
-
-
-def _grade_bytes(task: Task, submission: bytes | None) -> Grade:
-    import tempfile
-
-    if submission is None:
-        return grade_submission(task, None)
-    fd, path = tempfile.mkstemp(suffix=".csv")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(submission)
-        return grade_submission(task, Path(path))
-    finally:
-        os.unlink(path)
 
 
 def _exec_fields(result: ExecResult | None) -> dict:

@@ -141,25 +141,37 @@ class SandboxSetupError(RuntimeError):
 
 
 def run_job(job: SandboxJob) -> ExecResult:
-    """Stage, execute and retrieve one node. Never raises: failures become ``infra``."""
+    """Stage, execute, retrieve and clean up one node. Never raises: any failure of these
+    steps (the machine's, or one a node provoked, such as a tree its cleanup cannot remove)
+    is this node's ``infra`` result, and its siblings' results stand."""
     started = time.time()
     where = f"local:{socket.gethostname()}:{os.getpid()}"
-    workspace, lease = None, None
+    base, lease, result, failure = None, None, None, None
     try:
-        workspace, uid, warnings, lease = _stage(job)
+        base = workspaces.new_workspace(job.limits.workspace_root)
+        workspace, uid, warnings, lease = _stage(job, base)
         staged = time.time()
         result = _execute(job, workspace, uid)
         executed = time.time()
-        result.submission = _retrieve(workspace, job.limits)
+        result.submission, refused = _retrieve(workspace, job.limits)
+        if refused:
+            result.term_tail += f"\nsandbox: {refused}: not read, not graded"
         result.warnings = warnings
     except (OSError, SandboxSetupError) as exc:
-        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.STOPPED[vocab.INFRA].exc_type,
-                          term_tail=f"sandbox failed: {exc}", where=where)
+        failure = f"sandbox failed: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one node's failure is its own record, not its siblings'
+        failure = f"sandbox failed: {type(exc).__name__}: {exc}"
     finally:
-        if workspace is not None:
-            shutil.rmtree(workspace.parent, ignore_errors=True)
+        if base is not None:
+            try:
+                workspaces.remove_tree(base)
+            except Exception as exc:  # noqa: BLE001 - e.g. a tree the node made unremovable
+                failure = failure or f"sandbox could not remove the node's workspace {base}: {type(exc).__name__}: {exc}"
         if lease is not None:
             os.close(lease)  # the uid's processes are gone: another node may take it
+    if failure is not None:
+        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.STOPPED[vocab.INFRA].exc_type,
+                          term_tail=failure[-job.limits.term_tail_chars:], where=where)
     result.where = where
     result.exec_timings = {"pending": round(started - job.submitted_at, 4),
                            "stage": round(staged - started, 4),
@@ -170,10 +182,9 @@ def run_job(job: SandboxJob) -> ExecResult:
 
 # --- stage ---------------------------------------------------------------------------------
 
-def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str], int | None]:
-    """A fresh workspace: input/ (public data), submission/, solution.py; owned by the node uid
-    (and the lock that holds the uid, released once the node is over)."""
-    base = workspaces.new_workspace(job.limits.workspace_root)
+def _stage(job: SandboxJob, base: Path) -> tuple[Path, int | None, list[str], int | None]:
+    """A fresh workspace in ``base``: input/ (public data), submission/, solution.py; owned by
+    the node uid (and the lock that holds the uid, released once the node is over)."""
     workspace = base / "ws"
     caps = _caps(job.limits)
     if caps.bwrap:
@@ -191,6 +202,7 @@ def _stage(job: SandboxJob) -> tuple[Path, int | None, list[str], int | None]:
             for path in (workspace, workspace / "submission", workspace / "tmp", workspace / "solution.py"):
                 os.chown(path, uid, uid)
             os.chmod(base, 0o755)
+            os.chmod(workspace, 0o700)  # another node's uid (the fallback shows it the host) stays out
     except OSError:
         os.close(lease)
         raise
@@ -288,9 +300,25 @@ def capabilities() -> Capabilities:
     if not uid_switch:
         warnings.append("not root: nodes run under our own uid, so RLIMIT_NPROC is shared "
                         "and escaped processes are found by process group only")
+    warnings.append(f"{cgroup_memory()}: a node's memory limit is the meter's, sampled every "
+                    "Limits.sample_s from outside (its processes, tmpfs and SysV segments), not memory.max")
     for line in warnings:
         log.warning("sandbox: %s", line)
     return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why)
+
+
+def cgroup_memory(root: str = "/sys/fs/cgroup") -> str:
+    """Why nodes get no cgroup of their own here, in a line."""
+    controllers = Path(root) / "cgroup.controllers"
+    if not controllers.is_file():
+        return f"no cgroup v2 hierarchy at {root} (cgroup v1 or hybrid)"
+    try:
+        available = controllers.read_text().split()
+    except OSError as exc:
+        return f"cannot read {controllers} ({exc.strerror})"
+    if "memory" not in available:
+        return f"the cgroup v2 memory controller is not delegated here ({controllers}: {' '.join(available) or 'none'})"
+    return "a cgroup v2 memory controller is here, but nodes are not placed in cgroups of their own"
 
 
 def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
@@ -325,10 +353,12 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     output = workspace.parent / "output.log"
     config = workspace.parent / "launch.json"
     status_read, status_write = os.pipe() if caps.bwrap else (None, None)
+    # read by the launcher before it drops to the node's uid; the node's output is for us alone
+    config.touch(mode=0o600)
     config.write_text(json.dumps(_launch_config(job, workspace, uid, caps, status_write)))
     argv = _argv(job, workspace, config, caps)
     try:
-        with open(output, "wb") as out:
+        with open(os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as out:
             try:
                 proc = subprocess.Popen(argv, cwd=workspace, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, env=_scrubbed_env(workspace, job),
@@ -339,7 +369,7 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
             if caps.bwrap:
                 os.close(status_write)
                 status_write = None
-            watch = _watch(proc, limits, uid, job.gpus, workspace)
+            watch = _watch(proc, limits, uid, job.gpus, workspace, output)
         tail = _tail(output, limits.term_tail_chars)
         if watch["starved"]:
             tail += (f"\nsandbox: stopped after {watch['wall']:.0f} s of wall clock, {watch['node_time']:.0f} s "
@@ -396,9 +426,15 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     mem = int(limits.mem_gi * 2**30)
     fsize = int(limits.fsize_mb * 2**20)
     reveal = _closed_ancestors(limits.python, workspace) if uid is not None and not caps.bwrap else []
+    fallback_ns = caps.namespaces and not caps.bwrap
     return {
-        "network": caps.namespaces and not caps.bwrap, "hidden": hidden, "uid": uid,
+        "network": fallback_ns, "hidden": hidden, "uid": uid,
         "reveal": reveal, "status_fd": status_fd,
+        # the fallback's own /tmp and /dev/shm (tmpfs, capped at the memory limit, counted by the
+        # meter), with what the node needs from under them (its workspace, its Python) bound back
+        "private": {"dirs": list(PRIVATE_DIRS), "size": mem,
+                    "keep": _kept_under(PRIVATE_DIRS, [str(workspace), *_python_dirs(limits.python)])}
+        if fallback_ns else None,
         "argv": [limits.python, "-u", "solution.py"],
         "env": _scrubbed_env(workspace, job),
         "rlimits": {
@@ -409,6 +445,25 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
             "RLIMIT_CORE": (0, 0),
         },
     }
+
+
+PRIVATE_DIRS = ("/tmp", "/dev/shm")
+
+
+def _python_dirs(python: str) -> tuple[str, ...]:
+    from train.env import bwrap
+
+    try:
+        return bwrap.python_dirs(python)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxSetupError(f"cannot ask {python} for its prefix: {exc}") from exc
+
+
+def _kept_under(private: tuple[str, ...], paths: list[str]) -> list[str]:
+    """Those of ``paths`` that lie under one of the ``private`` dirs (the outermost of each)."""
+    under = sorted({str(Path(p).resolve()) for p in paths
+                    if any(Path(p).resolve().is_relative_to(d) for d in private)}, key=len)
+    return [p for i, p in enumerate(under) if not any(Path(p).is_relative_to(q) for q in under[:i])]
 
 
 def _closed_ancestors(python: str, workspace: Path) -> list[tuple[str, str]]:
@@ -451,10 +506,11 @@ def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
 
 
 def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[int, ...] = (),
-           workspace: Path | None = None) -> dict:
+           workspace: Path | None = None, output: Path | None = None) -> dict:
     """Poll the node until it exits, or is stopped (time, idleness, memory, disk); kill
     everything it left behind. Time and idleness are read on the node's own clock and demand
-    (train.env.meter), so the machine's load does not change the verdict."""
+    (train.env.meter), so the machine's load does not change the verdict. The node's
+    stdout and stderr (``output``, a file on the host) count against its disk quota."""
     import psutil
 
     from train.env.gpu import GpuMonitor
@@ -462,31 +518,38 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
 
     monitor = GpuMonitor(gpus) if gpus else None
     judge_gpu = monitor is not None and monitor.available  # a GPU node idles on its GPUs
-    meter = NodeMeter(workspace)
+    meter = NodeMeter(workspace, also=(output,) if output is not None else ())
     start = last = time.monotonic()
     node_time, outcome, idle_since, starved = 0.0, vocab.EXITED, None, False
     peak_mem, peak_disk, utils, cpu_seen = 0, 0, [], 0.0
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        time.sleep(limits.sample_s)
-        now = time.monotonic()
-        sample = meter.sample(_node_processes(psutil, proc.pid, uid), now - last)
-        node_time, last, cpu_seen = node_time + sample.node_dt, now, max(cpu_seen, sample.cpu_s)
-        peak_mem, peak_disk = max(peak_mem, sample.mem_bytes), max(peak_disk, sample.disk_bytes)
-        utils.append(sample.util_pct)
-        gpu_util = monitor.sample() if monitor is not None else None
-        idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu \
-            else sample.demand_pct < limits.idle_cpu_pct
-        idle_since = (idle_since if idle_since is not None else node_time) if idle else None
-        outcome = _stopped(limits, node_time, idle_since, sample, judge_gpu)
-        if outcome == vocab.EXITED and now - start > limits.wall_factor * limits.timeout_s:
-            outcome, starved = vocab.INFRA, True
-        if outcome != vocab.EXITED:
-            _kill_all(proc.pid, uid, psutil)
-            pid, status, usage = os.wait4(proc.pid, 0)
-            break
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(limits.sample_s)
+            now = time.monotonic()
+            sample = meter.sample(_node_processes(psutil, proc.pid, uid), now - last)
+            node_time, last, cpu_seen = node_time + sample.node_dt, now, max(cpu_seen, sample.cpu_s)
+            peak_mem, peak_disk = max(peak_mem, sample.mem_bytes), max(peak_disk, sample.disk_bytes)
+            utils.append(sample.util_pct)
+            gpu_util = monitor.sample() if monitor is not None else None
+            idle = (gpu_util is not None and gpu_util < limits.idle_gpu_pct) if judge_gpu \
+                else sample.demand_pct < limits.idle_cpu_pct
+            idle_since = (idle_since if idle_since is not None else node_time) if idle else None
+            outcome = _stopped(limits, node_time, idle_since, sample, judge_gpu)
+            if outcome == vocab.EXITED and now - start > limits.wall_factor * limits.timeout_s:
+                outcome, starved = vocab.INFRA, True
+            if outcome != vocab.EXITED:
+                _kill_all(proc.pid, uid, psutil)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+    except BaseException:  # the watcher failed: the node must not outlive it
+        _kill_all(proc.pid, uid, psutil)
+        os.wait4(proc.pid, 0)
+        raise
+    finally:
+        meter.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     # Stragglers that outlived a normal exit: by uid and process group only. The pid is reaped,
     # so its number may already name another process (another node's bwrap, say), whose tree
@@ -600,11 +663,15 @@ def _tail(path: Path, chars: int) -> str:
 
 # --- retrieve ------------------------------------------------------------------------------
 
-def _retrieve(workspace: Path, limits: Limits) -> bytes | None:
-    """The submission's bytes; None when absent, not a regular file, or over the size cap."""
-    path = workspace / "submission" / "submission.csv"
-    if path.is_symlink() or not path.is_file():
-        return None
-    if path.stat().st_size > limits.max_submission_mb * 2**20:
-        return None
-    return path.read_bytes()
+def _retrieve(workspace: Path, limits: Limits) -> tuple[bytes | None, str | None]:
+    """(the submission's bytes or None, why it was refused or None).
+
+    Read relative to the workspace's descriptor, following no link at any component, a
+    regular file of one link only, at most ``max_submission_mb`` (``workspaces.read_beneath``):
+    a node that replaced ``submission/`` or the file by a link to the host's files, or left a
+    FIFO or a hard link there, submitted nothing."""
+    try:
+        data = workspaces.read_beneath(workspace, "submission/submission.csv", limits.max_submission_mb * 2**20)
+    except workspaces.UnsafeFile as exc:
+        return None, str(exc)
+    return data, None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -45,7 +45,8 @@ def create_app(url: str, refresh_s: float = DEFAULT_REFRESH_S) -> Starlette:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], exception_handlers={
-        DatabaseLockedError: pages.busy, data.NotFoundError: pages.not_found})
+        DatabaseLockedError: pages.busy, data.NotFoundError: pages.not_found,
+        data.BadRequestError: pages.bad_request})
 
 
 # Everything the pages load is the server's own (plotly.js and app.js from /static, the
@@ -59,7 +60,11 @@ SECURITY_HEADERS = [(b"content-security-policy", CONTENT_SECURITY_POLICY.encode(
 
 
 class SecurityHeaders:
-    """Adds SECURITY_HEADERS to every HTTP response: pages, API answers, assets and errors."""
+    """Adds SECURITY_HEADERS to every HTTP response: pages, API answers, assets and errors.
+
+    An exception no handler took would reach Starlette's outermost error middleware, whose 500
+    passes no user middleware: it is answered here instead, headers on, and raised on to be
+    logged."""
 
     def __init__(self, app):
         self.app = app
@@ -68,14 +73,23 @@ class SecurityHeaders:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
+        started = False
+
         async def send_with_headers(message):
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 named = {name for name, _ in message.get("headers", [])}
                 extra = [(n, v) for n, v in SECURITY_HEADERS if n not in named]
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if not started:
+                await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive, send_with_headers)
+            raise
 
 
 def plotly_js(request: Request) -> Response:
@@ -142,9 +156,8 @@ class Pages:
 
     def compare(self, request: Request) -> Response:
         q = request.query_params
-        k = q.get("k")
         page = data.compare_page(self.url, q.getlist("run"), q.getlist("arm"), q.get("task") or None,
-                                 int(k) if k and k.lstrip("-").isdigit() else None)
+                                 data.query_int(q, "k"))
         charts = {"compare": figures.compare(page)} if page.series else {}
         return self.render(request, "compare.html", page=page, charts=charts)
 
@@ -154,9 +167,9 @@ class Pages:
     def node(self, request: Request) -> Response:
         from urllib.parse import urlencode
 
-        rnd = request.query_params.get("round")
+        rnd = data.query_int(request.query_params, "round")
         page = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
-                         int(rnd) if rnd and rnd.isdigit() else None,
+                         rnd if rnd is not None and rnd >= 0 else None,
                          all_tokens=request.query_params.get("tokens") == "all",
                          shade_by=request.query_params.get("shade") or "sampler")
         every = "?" + urlencode({**request.query_params, "tokens": "all"})  # this page, every token drawn
@@ -179,6 +192,11 @@ class Pages:
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": str(exc)}, status_code=404)
         return self.render(request, "error.html", status_code=404, error=str(exc))
+
+    def bad_request(self, request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return self.render(request, "error.html", status_code=400, error=str(exc), heading="Bad request")
 
     def render(self, request: Request, template: str, status_code: int = 200,
                headers: dict | None = None, **context) -> Response:

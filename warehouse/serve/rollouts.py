@@ -43,20 +43,24 @@ class NodeQuery:
 
     @classmethod
     def from_params(cls, params) -> "NodeQuery":
-        def num(name, kind):
+        from warehouse.serve.data import INT32, INT64, query_int
+
+        def num(name):
             text = (params.get(name) or "").strip()
             try:
-                value = kind(text) if text else None
+                value = float(text) if text else None
             except ValueError:
                 return None
             return value if value is None or math.isfinite(value) else None
 
-        return cls(task=params.get("task") or None, round=num("round", int), status=params.get("status") or None,
+        # an integer the warehouse's column cannot hold is a 400 (BadRequestError), not a 500
+        return cls(task=params.get("task") or None, round=query_int(params, "round", INT32),
+                   status=params.get("status") or None,
                    mode=params.get("mode") or None, sibling_group=params.get("sibling_group") or None,
-                   reward_min=num("reward_min", float), reward_max=num("reward_max", float),
-                   tokens_min=num("tokens_min", int), tokens_max=num("tokens_max", int),
-                   mismatch_min=num("mismatch_min", float), sort=params.get("sort") if params.get("sort") in SORTS else "round",
-                   offset=max(num("offset", int) or 0, 0))
+                   reward_min=num("reward_min"), reward_max=num("reward_max"),
+                   tokens_min=query_int(params, "tokens_min", INT64), tokens_max=query_int(params, "tokens_max", INT64),
+                   mismatch_min=num("mismatch_min"), sort=params.get("sort") if params.get("sort") in SORTS else "round",
+                   offset=max(query_int(params, "offset", (INT64[0], 2**62)) or 0, 0))
 
     def params(self, **change) -> dict:
         """The query as URL parameters (empty ones left out), with `change` applied."""

@@ -167,3 +167,18 @@ def test_a_bubblewrap_that_cannot_build_a_sandbox_is_named_with_its_fix(tmp_path
     [line] = _error_lines(result.output)
     assert result.exit_code == 1 and line.startswith("Error: bubblewrap cannot build a sandbox here")
     assert "user namespaces" in line and "apt-get" not in line and "--unsafe-no-sandbox" in line
+
+
+@pytest.mark.parametrize("header", ["[/x]", "[bold red]id[/bold red]", "\x1b[2Jid"])
+def test_check_prints_markup_and_escapes_a_node_left_as_text(tmp_path, header):
+    """A header the grader quotes in grade_error, and output full of escape sequences: the
+    pretty record shows them as written or escaped, and the check does not die."""
+    code = tmp_path / "solution.py"
+    code.write_text("import sys\n"
+                    f"open('submission/submission.csv', 'w').write({header!r} + ',target\\n1,a\\n')\n"
+                    "sys.stdout.write('\\x1b]0;owned\\x07\\x1b[31m[bold]red[/bold]\\r\\n')\n")
+    result = CliRunner().invoke(env_group, ["check", "mini-tabular-accuracy", "--code", str(code)])
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.output for c in "\x1b\x07\r"), repr(result.output)
+    assert "invalid_submission" in result.output and "[bold]red[/bold]" in result.output
+    assert "\\x1b]0;owned\\x07" in result.output

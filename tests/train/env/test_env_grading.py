@@ -1,12 +1,16 @@
 """Humanrank, medals and submission validity against hand-computed leaderboards."""
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
+import time
+from pathlib import Path
 
 import pytest
 
 from train.env import humanrank, medal_for, medal_thresholds
-from train.env.grading import grade_submission
+from train.env.grading import GRADE_ERROR_CHARS, grade_isolated, grade_submission
 from train.env.metrics import logloss, rmse
 
 HIGHER = [0.9, 0.8, 0.8, 0.7, 0.6]  # best first
@@ -123,3 +127,98 @@ def test_multiclass_logloss_renormalises_rows_outside_spooky(tmp_path):
     assert doubled.status == "invalid_submission" and "between 0 and 1" in doubled.grade_error
     rescaled = _grade(task, tmp_path, "id,a,b\n1,0.4,0.1\n2,0.2,0.3\n")  # rows sum to 0.5
     assert rescaled.test_metric == halves.test_metric
+
+
+# --- bounded grading: a submission is the policy's output ------------------------------------
+
+@pytest.mark.parametrize("attack, fragment", [
+    # 100,000 identical column names in 400 KB: pandas took over a minute to read them
+    ("identical_columns", "fields, over"),
+    ("many_distinct_columns", "bytes, over"),
+    ("long_field", "characters, over"),
+    ("many_rows", "rows, more than"),
+    ("repeated_header", "repeats a column name"),
+    ("not_utf8", "not UTF-8"),
+])
+def test_a_submission_is_bounded_before_it_is_parsed(tiny_task, tmp_path, attack, fragment):
+    text = {
+        "identical_columns": ("id," + ",".join(["target"] * 100_000) + "\n1,a\n").encode(),
+        "many_distinct_columns": ("id," + ",".join(f"c{i}" for i in range(300_000)) + "\n").encode(),
+        "long_field": b"id,target\n1," + b"a" * 100_000 + b"\n2,b\n3,a\n4,b\n",
+        "many_rows": b"id,target\n" + b"1,a\n" * 1000,
+        "repeated_header": b"id,target,target\n1,a,a\n2,b,b\n3,a,a\n4,b,b\n",
+        "not_utf8": b"id,target\n1,\xff\n2,b\n3,a\n4,b\n",
+    }[attack]
+    path = tmp_path / "submission.csv"
+    path.write_bytes(text)
+    grade = grade_submission(tiny_task, path)
+    assert grade.status == "invalid_submission" and fragment in grade.grade_error, grade.grade_error
+    assert len(grade.grade_error) <= GRADE_ERROR_CHARS
+
+
+def _raises_a_long_error(sub, answers):
+    raise ValueError("x" * 1_000_000)
+
+
+def _sleeps(sub, answers):
+    time.sleep(3600)
+
+
+def _allocates(sub, answers):
+    return len(bytearray(6 * 2**30))
+
+
+def _dies(sub, answers):
+    os._exit(3)
+
+
+@pytest.fixture
+def child_imports_this_file(monkeypatch):
+    """The grader's child process unpickles these graders by this module's name."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+
+
+def test_grade_error_is_capped(tiny_task, tmp_path):
+    grade = _grade(dataclasses.replace(tiny_task, grade_fn=_raises_a_long_error), tmp_path, "id,target\n1,a\n")
+    assert grade.status == "invalid_submission" and grade.grade_error.startswith("grader failed: ValueError: xxx")
+    assert len(grade.grade_error) <= GRADE_ERROR_CHARS and "1,000,0" in grade.grade_error
+
+
+def test_grading_in_its_own_process_grades_as_in_this_one(tiny_task, tmp_path):
+    data = b"id,target\n4,b\n3,a\n2,a\n1,a\n"
+    assert grade_isolated(tiny_task, data) == _grade(tiny_task, tmp_path, data.decode())
+    assert grade_isolated(tiny_task, None).status == "no_submission"
+    assert grade_isolated(tiny_task, b"id,target\n" + b"1,a\n" * 1000).grade_error.endswith("more than this task's answers allow")
+
+
+@pytest.mark.parametrize("grader, fragment", [
+    (_sleeps, "grading took over 20 s: stopped"),
+    (_allocates, "MemoryError"),
+    (_dies, "grader process failed: exit status 3"),
+])
+def test_a_grader_over_its_limits_is_stopped_and_the_submission_is_invalid(tiny_task, child_imports_this_file,
+                                                                           grader, fragment):
+    task = dataclasses.replace(tiny_task, grade_fn=grader)
+    grade = grade_isolated(task, b"id,target\n1,a\n2,b\n3,a\n4,b\n", timeout_s=20, mem_gi=2)
+    assert grade.status == "invalid_submission" and fragment in grade.grade_error, grade.grade_error
+
+
+def test_the_grader_process_is_reused_and_replaced_after_a_kill(tiny_task, child_imports_this_file):
+    from train.env import grading
+
+    data = b"id,target\n4,b\n3,a\n2,a\n1,a\n"
+    first = grade_isolated(tiny_task, data, mem_gi=3)
+    pid = grading._GRADER.proc.pid
+    assert grade_isolated(tiny_task, data, mem_gi=3) == first and grading._GRADER.proc.pid == pid  # one process
+    stopped = grade_isolated(dataclasses.replace(tiny_task, grade_fn=_sleeps), data, timeout_s=10, mem_gi=3)
+    assert stopped.grade_error == "grading took over 10 s: stopped" and grading._GRADER.proc is None
+    assert grade_isolated(tiny_task, data, mem_gi=3) == first  # a new one
+
+
+def test_a_request_the_grader_cannot_read_is_the_machines_failure(tiny_task, monkeypatch):
+    """A grade_fn the grader process cannot import (not the submission's doing): an error,
+    which makes the node's record infrastructure."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    task = dataclasses.replace(tiny_task, grade_fn=_dies)
+    with pytest.raises(RuntimeError, match="could not read its request: ModuleNotFoundError"):
+        grade_isolated(task, b"id,target\n1,a\n", mem_gi=3.5)

@@ -170,3 +170,51 @@ def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(instal
     assert record["status"] == "ok" and report["found"] == [], report
     assert record["test_metric"] < 1.0
     assert left == []
+
+
+# --- what a node leaves behind: the trainer follows none of it, removes all of it ----------------
+
+@pytest.fixture
+def planted(installed):
+    """The real answers as a perfect submission.csv in a host directory no node can read."""
+    token = f"hostile-{uuid.uuid4().hex[:12]}"
+    where = Path("/tmp") / token
+    where.mkdir(mode=0o700)
+    shutil.copy(_answers(installed), where / "submission.csv")
+    yield token
+    shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.mark.parametrize("variant", ["dir_link", "dir_link_chain", "file_link", "file_link_via_proc",
+                                     "hard_link", "fifo"])
+def test_a_node_cannot_point_the_grader_at_the_hosts_files(installed, planted, variant):
+    """submission/ or its file a link to a perfect submission on the host, through any
+    component, or a FIFO or a hard link: not read, not graded (the trainer runs as root)."""
+    record = _check(installed, _hostile("link_submission.py", VARIANT_NAME=variant, TOKEN=planted))
+    _report(record)
+    assert (record["status"], record["reward"], record["test_metric"]) == ("no_submission", -0.5, None), \
+        record["term_tail"][-500:]
+    assert "not read, not graded" in record["term_tail"]
+
+
+def test_a_tree_no_cleanup_could_remove_is_removed_and_the_next_node_runs(installed):
+    """3,000 nested dirs, odd names, dirs of mode 000, a FIFO, a socket, links out: the node's
+    record stands (ok), its workspace goes, and the next node in the same root runs."""
+    tmp = installed["base"] / f"tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    env = {**installed["env"], "TMPDIR": str(tmp)}
+    record = _check({**installed, "env": env}, _hostile("messy_tree.py"))
+    assert record["status"] == "ok" and record["test_metric"] < 1.0, record["term_tail"][-500:]
+    (root,) = tmp.glob("rollout-warehouse-nodes-*")
+    assert list(root.glob("node-*")) == []
+    again = _check({**installed, "env": env}, _hostile("glob_prefix.py", DATA_DIR=env["XDG_DATA_HOME"], REPO_DIR=REPO))
+    assert again["status"] == "ok"
+    assert Path("/etc/passwd").is_file()
+
+
+@pytest.mark.parametrize("kind", ["identical_columns", "million_columns", "long_fields"])
+def test_a_submission_built_to_stall_the_grader_is_invalid_in_a_line(installed, kind):
+    record = _check(installed, _hostile("wide_header.py", WIDE_KIND=kind))
+    _report(record)
+    assert record["status"] == "invalid_submission" and record["reward"] == -0.5, record["grade_error"]
+    assert len(record["grade_error"]) <= 500

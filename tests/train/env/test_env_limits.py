@@ -43,11 +43,50 @@ def test_files_on_the_nodes_tmpfs_are_memory(case, small):
     assert record["mem_peak_gi"] > small.mem_gi
 
 
+@pytest.mark.parametrize("kind", ["sysv_attached", "sysv_detached", "shared_anonymous"])
+def test_shared_memory_is_the_nodes_memory(case, small, kind):
+    """300 MiB in SysV segments (held by three children, or by none) or in shared anonymous
+    mappings split over children, under a 256 MiB limit."""
+    if kind.startswith("sysv") and not capabilities().namespaces:
+        lacking("a node's SysV segments are counted in its own IPC namespace")
+    record = evaluate_code(load_task(TASK), case("shared_memory.py").replace("KIND", kind), limits=small)
+    assert _verdict(record) == ("crashed", "MemoryLimitError", -0.5), record["term_tail"][-300:]
+    assert record["mem_peak_gi"] > small.mem_gi
+
+
+@pytest.mark.parametrize("allow_list", [True, False], ids=["bubblewrap", "fallback"])
+def test_a_nodes_sysv_segments_die_with_it(small, allow_list):
+    """A segment left attached to no process, by a node that then exits: gone from the host."""
+    if not capabilities().namespaces or (allow_list and not capabilities().bwrap):
+        lacking("an IPC namespace of the node's own")
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    code = ("import ctypes\nlibc = ctypes.CDLL(None)\nlibc.shmat.restype = ctypes.c_void_p\n"
+            f"shmid = libc.shmget({key}, 2**20, 0o1000 | 0o600)\naddr = libc.shmat(shmid, None, 0)\n"
+            "ctypes.memset(addr, 1, 2**20)\nlibc.shmdt(ctypes.c_void_p(addr))\nprint('left', shmid)\n")
+    limits = dataclasses.replace(small, allow_list=allow_list, isolate=True)
+    record = evaluate_code(load_task(TASK), code, limits=limits)
+    assert record["status"] == "no_submission" and "left" in record["term_tail"], record["term_tail"][-300:]
+    keys = [int(line.split()[0]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+    assert key not in keys
+
+
 def test_many_files_under_the_per_file_limit_hit_the_disk_quota(case, small):
     record = evaluate_code(load_task(TASK), case("disk_writer.py"), limits=small)
     assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"]
     assert record["outcome"] == "disk_limit" and record["disk_peak_gi"] > small.disk_gi == record["limits"]["disk_gi"]
     assert list(Path(small.workspace_root).glob("node-*")) == []  # its 180 MiB went with it
+
+
+@pytest.mark.parametrize("levels, name", [(3000, "d"), (30, "n" * 250)], ids=["3000_levels", "long_names"])
+def test_files_past_path_max_count_against_the_quota(small, levels, name):
+    """180 MiB written at the bottom of a path longer than PATH_MAX, which no path reaches."""
+    code = ("import os, time\nfor _ in range(LEVELS):\n    os.mkdir('NAME')\n    os.chdir('NAME')\n"
+            "for i in range(3):\n    with open(f'part{i}.bin', 'wb') as fh:\n"
+            "        for _ in range(60):\n            fh.write(b'x' * 2**20)\n"
+            "print(len(os.getcwd()), flush=True)\ntime.sleep(60)\n").replace("LEVELS", str(levels)).replace("NAME", name)
+    record = evaluate_code(load_task(TASK), code, limits=small)
+    assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"][-300:]
+    assert list(Path(small.workspace_root).glob("node-*")) == []
 
 
 def test_a_deleted_file_held_open_still_counts(case, small):
@@ -60,6 +99,25 @@ def test_a_node_under_its_limits_is_not_stopped(small):
     record = evaluate_code(load_task(TASK), code, limits=small)
     assert _verdict(record) == ("no_submission", None, -0.5), record["term_tail"]
     assert record["outcome"] == "exited" and 0.03 < record["disk_peak_gi"] < small.disk_gi
+
+
+# stdout or stderr (a file on the host) and 60 MiB of files: under the quota apart, over it together
+PRINT = "for _ in range(60):\n    sys.{}.buffer.write(b'o' * 2**20)\nsys.{}.flush()\n"
+OUTPUT_CASES = {
+    "stdout": PRINT.format("stdout", "stdout"),
+    "stderr": PRINT.format("stderr", "stderr"),
+    "stdout_of_a_child": f"subprocess.run([sys.executable, '-c', {'import sys' + chr(10) + PRINT.format('stdout', 'stdout')!r}])\n",
+}
+
+
+@pytest.mark.parametrize("stream", sorted(OUTPUT_CASES))
+def test_what_a_node_prints_counts_against_its_disk_quota(small, stream):
+    code = ("import subprocess, sys, time\nopen('files.bin', 'wb').write(b'f' * 2**20 * 60)\n"
+            + OUTPUT_CASES[stream] + "time.sleep(60)\n")
+    record = evaluate_code(load_task(TASK), code, limits=small)
+    assert _verdict(record) == ("crashed", "DiskLimitError", -0.5), record["term_tail"][-300:]
+    assert len(record["term_tail"]) <= small.term_tail_chars  # the host keeps a tail only
+    assert list(Path(small.workspace_root).glob("node-*")) == []
 
 
 # --- verdicts under load ----------------------------------------------------------------------

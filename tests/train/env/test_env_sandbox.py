@@ -102,6 +102,45 @@ def test_sandbox_failure_is_infrastructure(case, limits, tmp_path):
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "InfrastructureError", -1.0)
 
 
+def _poison(step: str, monkeypatch) -> None:
+    """Make ``step`` of the node whose code says "poison" raise, as a node-provoked failure would."""
+    from train.env import node, sandbox, workspaces
+
+    def poisoned(code: str) -> None:
+        if "poison" in code:
+            raise RecursionError(f"maximum recursion depth exceeded ({step})")
+
+    def wrap(module, name, code_of):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, **k: (poisoned(code_of(*a)), real(*a, **k))[1])
+
+    solution = lambda ws: (Path(ws) / "solution.py").read_text()  # noqa: E731
+    if step == "stage":
+        wrap(sandbox, "_stage", lambda job, base: job.code)
+    elif step == "retrieve":
+        wrap(sandbox, "_retrieve", lambda ws, limits: solution(ws))
+    elif step == "cleanup":
+        wrap(workspaces, "remove_tree", lambda base: solution(Path(base) / "ws") if Path(base, "ws").is_dir() else "")
+    elif step == "grade":
+        wrap(node, "grade_isolated", lambda task, data: (data or b"").decode())
+
+
+@pytest.mark.parametrize("step", ["stage", "retrieve", "cleanup", "grade"])
+def test_one_nodes_failure_is_its_own_record_and_its_siblings_stand(case, limits, monkeypatch, step):
+    task = load_task("mini-tabular-accuracy")
+    poisoned = case("copy_sample_submission.py").replace("print(", "open('submission/submission.csv', 'a')"
+                                                          ".write('# poison\\n')\nprint(")
+    honest = (task.root / "reference_solution.py").read_text()
+    _poison(step, monkeypatch)
+    records = evaluate(task, [fenced(poisoned), fenced(honest)], LocalExecutor(2), limits)
+    assert [(r["status"], r["exc_type"], r["reward"]) for r in records] == [
+        ("crashed", "InfrastructureError", -1.0), ("ok", None, records[1]["humanrank"])], \
+        [r["term_tail"][-300:] for r in records]
+    assert step in records[0]["term_tail"] and "RecursionError" in records[0]["term_tail"]
+    if step != "cleanup":
+        assert list(Path(limits.workspace_root).glob("node-*")) == []
+
+
 def test_private_answers_are_out_of_reach(case, limits):
     if not capabilities().namespaces:
         lacking("no mount namespace here: the sandbox warns that answers are readable")
@@ -337,3 +376,92 @@ def test_a_node_uid_is_held_by_one_node_on_the_machine_at_a_time(monkeypatch):
     finally:
         os.close(lease)
     assert lease_elsewhere() == uid  # given back
+
+
+@pytest.mark.parametrize("stopped_by", ["idle", "timeout"])
+@pytest.mark.parametrize("allow_list", [True, False], ids=["bubblewrap", "fallback"])
+def test_a_node_the_sandbox_kills_leaves_no_launcher_traceback(limits, allow_list, stopped_by):
+    """The sandbox SIGKILLs the solution; the launcher reaps it and dies the same way, quietly."""
+    if allow_list and not capabilities().bwrap:
+        lacking("bubblewrap")
+    code = "import time\nprint('before', flush=True)\n" + (
+        "time.sleep(120)\n" if stopped_by == "idle" else "while True:\n    pass\n")
+    # each verdict far from the other: a sleeper idle after 1 s of 20, a busy loop out of time at 2 s
+    window, timeout = (1, 20) if stopped_by == "idle" else (60, 2)
+    limits = dataclasses.replace(limits, allow_list=allow_list, idle_window_s=window, timeout_s=timeout)
+    record = evaluate_code(load_task("mini-tabular-accuracy"), code, limits=limits)
+    expected = ("crashed", "CpuIdleError") if stopped_by == "idle" else ("timeout", "TimeoutError")
+    assert (record["status"], record["exc_type"]) == expected, record["term_tail"]
+    assert "Traceback" not in record["term_tail"] and record["term_tail"].strip() == "before"
+
+
+def test_where_nodes_get_no_cgroup_it_is_said_why(tmp_path):
+    from train.env.sandbox import cgroup_memory
+
+    assert "no cgroup v2 hierarchy" in cgroup_memory(str(tmp_path))
+    (tmp_path / "cgroup.controllers").write_text("cpu pids\n")
+    assert "memory controller is not delegated" in cgroup_memory(str(tmp_path))
+    assert "cpu pids" in cgroup_memory(str(tmp_path))
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert "not placed in cgroups" in cgroup_memory(str(tmp_path))
+    assert any("not memory.max" in w for w in capabilities().warnings)  # said once, with the rest
+
+
+def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(limits):
+    """Another node staged beside it (its workspace, its output): the fallback shows this node
+    the host's files, and neither opens for it."""
+    from train.env import sandbox, workspaces
+    from train.env.sandbox import SandboxJob
+
+    if not capabilities().uid_switch:
+        lacking("root, for a uid of each node's own")
+    import tempfile
+
+    # a root outside /tmp, which the fallback shows the node as the host has it
+    root = tempfile.mkdtemp(prefix="rollout-test-", dir="/var/tmp")
+    os.chmod(root, 0o755)
+    limits = dataclasses.replace(limits, workspace_root=root)
+    task = load_task("mini-tabular-accuracy")
+    other = SandboxJob(code="# the other node's code\n", public_dir=str(task.public_dir), hidden_dirs=(),
+                       limits=limits)
+    base = workspaces.new_workspace(limits.workspace_root)
+    ws, uid, _, lease = sandbox._stage(other, base)
+    (base / "output.log").touch(mode=0o600)
+    (base / "output.log").write_text("the other node's output\n")
+    try:
+        code = ("import json\nfound = {}\n"
+                f"for path in ({str(ws / 'solution.py')!r}, {str(ws / 'submission')!r}, {str(base / 'output.log')!r}):\n"
+                "    try:\n        found[path] = open(path).read()[:40]\n"
+                "    except OSError as exc:\n        found[path] = type(exc).__name__\n"
+                "print('FOUND', json.dumps(found))\n")
+        record = evaluate_code(task, code, limits=dataclasses.replace(limits, allow_list=False))
+    finally:
+        os.close(lease)
+        workspaces.remove_tree(root)
+    line = next(l for l in record["term_tail"].splitlines() if l.startswith("FOUND "))
+    assert set(json.loads(line[6:]).values()) == {"PermissionError"}, line
+
+
+def test_the_fallback_gives_a_node_its_own_tmp_and_dev_shm(limits, tmp_path):
+    """Where namespaces work, the fallback's /tmp and /dev/shm are the node's own: it finds
+    nothing the host keeps there, and what it writes there goes with it."""
+    import uuid
+
+    if not capabilities().namespaces:
+        lacking("a mount namespace for the fallback")
+    token = f"fallback-{uuid.uuid4().hex[:12]}"
+    planted = Path("/tmp") / f"{token}-host"
+    planted.write_text("the host's")
+    code = (f"import json, os\nfound = [p for p in ('/tmp/{token}-host',) if os.path.exists(p)]\n"
+            f"for d in ('/tmp', '/dev/shm'):\n    open(os.path.join(d, '{token}'), 'w').write('x')\n"
+            "print('FOUND', json.dumps(found), flush=True)\n")
+    try:
+        record = evaluate_code(load_task("mini-tabular-accuracy"), code,
+                               limits=dataclasses.replace(limits, allow_list=False))
+    finally:
+        planted.unlink()
+        left = [d for d in ("/tmp", "/dev/shm") if (Path(d) / token).exists()]
+        for d in left:
+            (Path(d) / token).unlink()
+    assert record["status"] == "no_submission", record["term_tail"]
+    assert "FOUND []" in record["term_tail"] and left == []

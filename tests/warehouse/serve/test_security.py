@@ -62,3 +62,39 @@ def test_the_per_run_api_is_404_for_an_unknown_run(client, demo_url):
     assert known.status_code == 200 and known.json()["version"]
     missing = client.get("/api/runs/no_such_run/version")
     assert missing.status_code == 404 and missing.json() == {"error": "no run 'no_such_run' in the warehouse"}
+
+
+def test_a_server_error_carries_the_headers(demo_url, monkeypatch):
+    """A bug in a handler (no handler takes it): a 500, still with every header."""
+    from starlette.testclient import TestClient
+
+    from warehouse.serve import data
+    from warehouse.serve.app import create_app
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(data, "runs_page", broken)
+    monkeypatch.setattr(data, "violations", broken)
+    with TestClient(create_app(demo_url), raise_server_exceptions=False) as c:
+        for path in ("/", "/quality"):
+            response = c.get(path)
+            assert response.status_code == 500 and "a bug" not in response.text
+            assert_secured(response)
+
+
+@pytest.mark.parametrize("query", ["round=99999999999", "round=-99999999999", "tokens_min=99999999999999999999",
+                                   "offset=99999999999999999999"])
+def test_a_number_out_of_range_is_a_400_in_a_line(client, demo_url, query):
+    run_id = a_run(demo_url)
+    response = client.get(f"/runs/{run_id}/nodes?{query}")
+    assert response.status_code == 400, response.text[:300]
+    assert "out of range" in response.text and query.split("=")[0] in response.text
+    assert_secured(response)
+
+
+@pytest.mark.parametrize("path", ["/compare?k=99999999999", "/runs/RUN/nodes/n1?round=99999999999"])
+def test_a_number_out_of_range_elsewhere_is_a_400_too(client, demo_url, path):
+    response = client.get(path.replace("RUN", a_run(demo_url)))
+    assert response.status_code == 400 and "out of range" in response.text, response.text[:300]
+    assert_secured(response)
