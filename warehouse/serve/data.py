@@ -14,6 +14,7 @@ from warehouse import vocabulary as vocab
 from warehouse.errors import TerminalError
 from warehouse.report import RunData, read_run, rows
 from warehouse.run_life import read_life
+from warehouse.serve.params import INT32, INT64, BadRequestError, query_int  # noqa: F401 (the pages read them here)
 
 BUSY_WAIT_S = 3.0
 
@@ -28,27 +29,6 @@ STEP_METRICS = ("loss", "kl", "entropy", "lr", "clip_frac", "grad_norm")
 WANDB_KEYS = {"loss": ("actor/pg_loss", "loss"), "kl": ("actor/kl_loss", "kl"),
               "entropy": ("actor/entropy_loss", "actor/entropy", "entropy"), "lr": ("actor/lr", "lr"),
               "clip_frac": ("actor/pg_clipfrac", "clip_frac"), "grad_norm": ("actor/grad_norm", "grad_norm")}
-
-
-class BadRequestError(TerminalError):
-    """A query parameter the warehouse cannot hold (a number out of its column's range): 400."""
-
-
-INT32 = (-2**31, 2**31 - 1)  # a round, a k: INTEGER columns
-INT64 = (-2**63, 2**63 - 1)
-
-
-def query_int(params, name: str, bounds: tuple[int, int] = INT32) -> int | None:
-    """The integer ``name`` of ``params``: None when absent or not an integer; BadRequestError
-    when it is one the warehouse's column cannot hold."""
-    text = (params.get(name) or "").strip()
-    try:
-        value = int(text) if text else None
-    except ValueError:
-        return None
-    if value is not None and not bounds[0] <= value <= bounds[1]:
-        raise BadRequestError(f"{name}={text[:40]}: out of range ({bounds[0]:,} to {bounds[1]:,})")
-    return value
 
 
 class NotFoundError(TerminalError):

@@ -43,7 +43,7 @@ class NodeQuery:
 
     @classmethod
     def from_params(cls, params) -> "NodeQuery":
-        from warehouse.serve.data import INT32, INT64, query_int
+        from warehouse.serve.params import INT32, INT64, query_int
 
         def num(name):
             text = (params.get(name) or "").strip()
