@@ -17,6 +17,7 @@ start waits as briefly (the first beat that gets in records it); the end waits u
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -31,6 +32,13 @@ from warehouse.errors import DatabaseLockedError
 HEARTBEAT_S = 30.0
 BEAT_WAIT_S = 2.0
 END_WAIT_S = 15.0  # a locked warehouse delays the trainer's exit by at most this
+
+# Beat threads still running when the interpreter exits (a RunLife never ended: a caller that
+# raised before `end`). A daemon thread inside DuckDB's C++ code at exit is torn down under it,
+# and the process dies with SIGABRT (std::terminate; Ray's handler prints it) instead of its
+# exit code. `_stop_beating_at_exit` stops and joins them first.
+_BEATING: set["RunLife"] = set()
+_BEATING_LOCK = threading.Lock()
 
 
 def checkpoint_settings(opts) -> dict:
@@ -80,6 +88,8 @@ class RunLife:
         # a short wait: when the warehouse is locked, the first beat that gets in records it
         self._write(lambda con: record_start(con, self.recorded_start()), BEAT_WAIT_S, None)
         self._thread = threading.Thread(target=self._beat_loop, name=f"heartbeat {run_id}", daemon=True)
+        with _BEATING_LOCK:
+            _BEATING.add(self)
         self._thread.start()
 
     def beat(self) -> bool:
@@ -92,9 +102,7 @@ class RunLife:
         """Stop beating and record how the run ended."""
         if self.run_id is None:
             return
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=BEAT_WAIT_S + 5)
+        self._stop_beating()
         status, reason = end_of(exc)
         now = utc_now()
         self._write(lambda con: record_end(con, self.recorded_start(), now, status, reason), END_WAIT_S, "end")
@@ -104,6 +112,13 @@ class RunLife:
         """What the run's row records of its start (this process, this host)."""
         return RunStart(run_id=self.run_id, trainer=self.trainer, started_at=self.started_at,
                         heartbeat_every_s=self.every_s, host=socket.gethostname(), pid=os.getpid())
+
+    def _stop_beating(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=BEAT_WAIT_S + 5)
+        with _BEATING_LOCK:
+            _BEATING.discard(self)
 
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -124,6 +139,14 @@ class RunLife:
             if what is not None:  # a missed beat says nothing; a missed start or end is worth a line
                 self.log(f"Warning: the {what} of run {self.run_id} was not recorded ({exc}).")
             return False
+
+
+@atexit.register
+def _stop_beating_at_exit() -> None:
+    with _BEATING_LOCK:
+        lives = list(_BEATING)
+    for life in lives:
+        life._stop_beating()
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ import dataclasses
 import importlib.util
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -65,12 +66,32 @@ def connect(url: str, read_only: bool = False, wait_s: float = LOCK_RETRY_SECOND
     """A raw DuckDB connection; waits (with backoff) up to `wait_s` for another writer."""
     if is_ducklake(url):
         con = lake_connection(url, read_only)
-    else:
-        con = _file_connection(url, read_only, wait_s)
+        try:
+            yield con
+        finally:
+            con.close()
+        return
+    con = _file_connection(url, read_only, wait_s)
     try:
         yield con
     finally:
-        con.close()
+        with _open_close_lock(db_path_from_url(url)):
+            con.close()
+
+
+# DuckDB keeps one registry of open database files per process. Closing the last connection to
+# a file tears its database down and only then takes the path out of that registry; a thread
+# that opens the same file in that moment (a trainer's heartbeat while its loop reads) is
+# refused with "Unique file handle conflict". Opens and closes of one file within this process
+# therefore take turns; they are short, and a connection's lifetime between them is not held.
+_OPEN_CLOSE_LOCKS: dict[str, threading.Lock] = {}
+_OPEN_CLOSE_GUARD = threading.Lock()
+
+
+def _open_close_lock(path: str) -> threading.Lock:
+    key = os.path.realpath(path) if path != ":memory:" else path
+    with _OPEN_CLOSE_GUARD:
+        return _OPEN_CLOSE_LOCKS.setdefault(key, threading.Lock())
 
 
 def _file_connection(url: str, read_only: bool, wait_s: float):
@@ -83,17 +104,24 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            with _open_close_lock(path):
+                return duckdb.connect(path, read_only=read_only, config={} if read_only else STORAGE_COMPATIBILITY)
+        except (duckdb.IOException, duckdb.ConnectionException, duckdb.BinderException) as exc:
             # ConnectionException: another thread of this process holds the file open in the
             # other mode (a trainer's heartbeat writing while its loop reads); it lets go in
-            # milliseconds, so it is waited for like another process's lock
-            if not (_is_lock_error(exc) or _is_mode_clash(exc)):
+            # milliseconds, so it is waited for like another process's lock. BinderException
+            # "Unique file handle conflict": a connection of this process that did not close
+            # through connect() (a SQLAlchemy engine's) is still being torn down; the same.
+            in_process = _is_mode_clash(exc) or _is_teardown_clash(exc)
+            if not (in_process or _is_lock_error(exc)):
                 raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
                     f"{path} is locked by another process ({exc}). Wait for it to finish."
                 ) from exc
+            if in_process:  # this process lets go in milliseconds: look again soon
+                time.sleep(0.01)
+                continue
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -118,6 +146,10 @@ def _file_open_error(exc: Exception, path: str) -> Exception:
 
 def _is_mode_clash(exc: Exception) -> bool:
     return "different configuration" in str(exc)
+
+
+def _is_teardown_clash(exc: Exception) -> bool:
+    return "unique file handle conflict" in str(exc).lower()
 
 
 # --- DuckLake --------------------------------------------------------------------------------

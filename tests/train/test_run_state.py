@@ -1,6 +1,8 @@
 """Run state: a trainer records started, heartbeats and ended; run_state reads the five states."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -133,14 +135,31 @@ def test_a_read_waits_while_the_heartbeat_holds_the_file_in_this_process(db_url)
 def test_beats_from_the_thread_land_while_the_loop_reads(db_url):
     """A live RunLife beating as fast as it can while this thread keeps opening read-only
     connections: every read succeeds and the beats land."""
-    life = RunLife(db_url, "train run", every_s=0.001)
-    life.start("busy")
-    first = state(db_url, "busy")["heartbeat_at"]
-    for _ in range(40):
-        state(db_url, "busy")
-    life.end(None)
+    with recording(db_url, "train run", every_s=0.001) as life:  # ended even when a read fails
+        life.start("busy")
+        first = state(db_url, "busy")["heartbeat_at"]
+        for _ in range(40):
+            state(db_url, "busy")
     ended = state(db_url, "busy")
     assert ended["state"] == "finished" and ended["heartbeat_at"] > first
+
+
+EXITS_WHILE_BEATING = """
+import sys, time
+from train.run_state import RunLife
+life = RunLife(sys.argv[1], "train run", every_s=0.001)
+life.start("left")
+time.sleep(1)
+"""
+
+
+def test_a_process_that_exits_while_its_heartbeat_runs_exits_with_its_own_code(db_url, tmp_path):
+    # a RunLife never ended (its caller raised first): the beat thread was inside DuckDB when
+    # the interpreter tore down, and the process died of SIGABRT instead of exiting 0
+    done = subprocess.run([sys.executable, "-c", EXITS_WHILE_BEATING, db_url], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state(db_url, "left")["heartbeat_at"] > state(db_url, "left")["started_at"]
 
 
 def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
