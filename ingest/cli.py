@@ -89,8 +89,11 @@ def demo(obj: dict, out: str, seed: int, quiet: bool) -> None:
         report = build_demo(obj["db_url"], out, seed=seed, progress=on_file)
     _print_report(report, time.monotonic() - started, quiet)
     if not quiet:
-        click.echo(f"Try: warehouse --db {obj['db_url']} sql "
-                   "\"SELECT run_id, kind, arm, lost FROM runs\"")
+        from warehouse.terminal import fit_command
+
+        click.echo("Try:")
+        click.echo(fit_command(["warehouse", "--db", obj["db_url"], "sql",
+                                '"SELECT run_id, kind, arm, lost FROM runs"']))
     sys.exit(report.exit_code)
 
 

@@ -108,8 +108,10 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
 
         raise RoundsSpooledError.of(report)
     if rank == 0:
-        click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
-                   f"See: warehouse --db {db} metrics --run {report.run_id}")
+        from warehouse.terminal import fit_command
+
+        click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). See:")
+        click.echo(fit_command(f"warehouse --db {db} metrics --run {report.run_id}"))
 
 
 def _gpu_tuple(gpus: list[int] | None) -> tuple | None:
