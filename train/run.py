@@ -111,6 +111,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
         update_weights(backend, learner, opts, run_id, first - 1, team, generator, log)
     report = RunReport(run_id)
     for round_no in range(first, first + opts.rounds):
+        if life is not None:
+            life.round_started()  # a run from here on, however it ends (train.run_state)
         timer = GuardedTimer(arm, round_no, watch=monitor)
         with team.alone():
             if monitor is not None:

@@ -25,7 +25,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.lifecycle import RunStart, record_end, record_heartbeat, record_start
+from ingest.lifecycle import RunStart, forget_unstarted_run, record_end, record_heartbeat, record_start
 from warehouse import vocabulary as vocab
 from warehouse.errors import DatabaseLockedError
 
@@ -77,6 +77,7 @@ class RunLife:
         self.started_at: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.in_rounds = False  # `train run`: a launch that fails before round 1 leaves no row
 
     def start(self, run_id: str) -> None:
         """Record the start (replacing a row this id had: a rerun of a run id restarts it) and
@@ -98,14 +99,24 @@ class RunLife:
         now = utc_now()
         return self._write(lambda con: record_heartbeat(con, self.recorded_start(), now), BEAT_WAIT_S, None)
 
+    def round_started(self) -> None:
+        """The run has begun round 1: from now on it is a run, however it ends."""
+        self.in_rounds = True
+
     def end(self, exc: BaseException | None = None) -> None:
-        """Stop beating and record how the run ended."""
+        """Stop beating and record how the run ended; a `train run` launch that failed or was
+        stopped before round 1 (a bad --model, a refused resume) is removed instead, with a line
+        that says why, so it does not crowd the runs page and the compare tables."""
         if self.run_id is None:
             return
         self._stop_beating()
         status, reason = end_of(exc)
         now = utc_now()
-        self._write(lambda con: record_end(con, self.recorded_start(), now, status, reason), END_WAIT_S, "end")
+        if exc is not None and not self.in_rounds and self.trainer == "train run":
+            if self._write(lambda con: forget_unstarted_run(con, self.run_id), END_WAIT_S, "end"):
+                self.log(f"Run {self.run_id} stopped before round 1 ({reason}): it leaves no row in the warehouse.")
+        else:
+            self._write(lambda con: record_end(con, self.recorded_start(), now, status, reason), END_WAIT_S, "end")
         self.run_id = None
 
     def recorded_start(self) -> RunStart:

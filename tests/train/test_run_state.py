@@ -41,6 +41,7 @@ def test_end_of_names_the_status_and_reason(exc, status, reason):
 def test_a_recorded_run_is_running_then_ends_with_its_exception(db_url):
     with pytest.raises(RuntimeError), recording(db_url, "train run", every_s=3600) as life:
         life.start("r1")
+        life.round_started()
         live = state(db_url, "r1")
         assert (live["state"], live["trainer"], live["end_status"]) == ("running", "train run", None)
         assert live["started_at"] == live["heartbeat_at"] == live["last_activity_at"]
@@ -169,5 +170,43 @@ def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
     assert life.beat()
     late = state(db_url, "late")
     assert late["state"] == "running" and late["started_at"] == life.started_at < late["heartbeat_at"]
+    life.round_started()
     life.end(KeyboardInterrupt())
     assert state(db_url, "late")["state"] == "stopped"
+
+
+def rows_of(db_url: str, run_id: str) -> tuple[int, int]:
+    with connect(db_url, read_only=True) as con:
+        return tuple(con.execute(f'SELECT count(*) FROM "{table}" WHERE "run_id" = ?', [run_id]).fetchone()[0]
+                     for table in ("runs", "run_lifecycle"))
+
+
+def test_a_launch_that_fails_before_round_1_leaves_no_run(db_url, model_dir, monkeypatch):
+    """A mistyped --model fails after the run row was claimed: the launch is no run, and says so;
+    a failure once round 1 has begun keeps the run, failed (test_train_run_records_its_life)."""
+    import train.run
+    from warehouse.errors import TerminalError
+
+    lines = []
+    opts = RunOptions(model=str(model_dir.parent / "no-such-model"), rounds=1, tasks=(TASK,), db_url=db_url,
+                      learn=False, run_id="typo")
+    with pytest.raises(TerminalError):
+        train.run.run(opts, log=lines.append)
+    assert rows_of(db_url, "typo") == (0, 0)
+    assert any(line.startswith("Run typo stopped before round 1 (") and "leaves no row" in line for line in lines)
+    # the id is free again: the corrected launch takes it
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    train.run.run(RunOptions(**{**opts.__dict__, "model": str(model_dir),
+                                "sets": {"siblings_per_expansion": "2"}}), log=lambda line: None)
+    assert rows_of(db_url, "typo") == (1, 1) and state(db_url, "typo")["state"] == "finished"
+
+
+def test_only_train_run_launches_are_forgotten_before_round_1(db_url):
+    with pytest.raises(KeyboardInterrupt), recording(db_url, "train run", every_s=3600, log=lambda line: None) as life:
+        life.start("early")
+        raise KeyboardInterrupt
+    assert state(db_url, "early") == {}
+    with pytest.raises(ValueError), recording(db_url, "train rm", every_s=3600) as life:
+        life.start("rm_early")  # train rm has no rounds: its failures stay on record
+        raise ValueError("bad pairs")
+    assert state(db_url, "rm_early")["state"] == "failed"
