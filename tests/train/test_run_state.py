@@ -146,11 +146,14 @@ def test_beats_from_the_thread_land_while_the_loop_reads(db_url):
 
 
 EXITS_WHILE_BEATING = """
-import sys, time
+import sys, threading, time
 from train.run_state import RunLife
+beaten, beat = threading.Event(), RunLife.beat
+RunLife.beat = lambda self: (beat(self), beaten.set())[0]
 life = RunLife(sys.argv[1], "train run", every_s=0.001)
 life.start("left")
-time.sleep(1)
+beaten.wait(240)  # a beat has landed (however loaded the machine), and the thread beats on
+time.sleep(0.2)
 """
 
 
