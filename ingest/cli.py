@@ -4,6 +4,8 @@ Imports stay light at module level (click only): `warehouse --help` must not loa
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 
@@ -53,13 +55,37 @@ def ingest(obj: dict, roots: tuple[str, ...], manifests: tuple[str, ...], quiet:
 
 
 def _restore(db_url: str, root: str, quiet: bool) -> None:
+    """Restore an export; a warehouse file that is not there yet is created for it (as the
+    README's `warehouse --db copy.duckdb ingest parquet/`), and removed again when the
+    restore fails, so a failed command leaves nothing behind."""
     from warehouse.export import restore_export
 
-    restored, warnings = restore_export(db_url, root)
+    created = _new_warehouse_file(db_url)
+    try:
+        if created is not None:
+            from warehouse.migrate import init_db
+
+            init_db(db_url)
+        restored, warnings = restore_export(db_url, root)
+    except BaseException:
+        for path in [] if created is None else [created, created + ".wal"]:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        raise
     for warning in [] if quiet else warnings:
         click.secho(f"Warning: {warning}", fg="yellow", err=True)
     if not quiet:
         click.echo(f"Restored {len(restored)} tables, {sum(r.rows for r in restored):,} rows, from {root}")
+
+
+def _new_warehouse_file(db_url: str) -> str | None:
+    """The file of a `duckdb:///PATH` warehouse that does not exist yet, else None."""
+    from warehouse.config import db_path_from_url, is_ducklake
+
+    if is_ducklake(db_url):
+        return None
+    path = db_path_from_url(db_url)
+    return None if path == ":memory:" or os.path.exists(path) else path
 
 
 @click.command()
@@ -89,8 +115,11 @@ def demo(obj: dict, out: str, seed: int, quiet: bool) -> None:
         report = build_demo(obj["db_url"], out, seed=seed, progress=on_file)
     _print_report(report, time.monotonic() - started, quiet)
     if not quiet:
-        click.echo(f"Try: warehouse --db {obj['db_url']} sql "
-                   "\"SELECT run_id, kind, arm, lost FROM runs\"")
+        from warehouse.terminal import fit_command
+
+        click.echo("Try:")
+        click.echo(fit_command(["warehouse", "--db", obj["db_url"], "sql",
+                                '"SELECT run_id, kind, arm, lost FROM runs"']))
     sys.exit(report.exit_code)
 
 

@@ -66,3 +66,11 @@ def record_end(con, start: RunStart, at: datetime, end_status: str, exit_reason:
     record_heartbeat(con, start, at)  # the row exists (recorded now if no beat got in)
     con.execute('UPDATE "run_lifecycle" SET "ended_at" = ?, "end_status" = ?, "exit_reason" = ? WHERE "run_id" = ?',
                 [at, end_status, exit_reason, start.run_id])
+
+
+def forget_unstarted_run(con, run_id: str) -> None:
+    """Remove what a `train run` launch wrote before its first round (its lifecycle row, and
+    its run row when no round of it landed): a launch refused before round 1 is no run."""
+    con.execute('DELETE FROM "run_lifecycle" WHERE "run_id" = ?', [run_id])
+    con.execute('DELETE FROM "runs" WHERE "run_id" = ? AND NOT EXISTS '
+                '(SELECT 1 FROM "nodes" WHERE "run_id" = ?)', [run_id, run_id])

@@ -14,8 +14,11 @@ from warehouse.cli import ErrorBoundaryGroup
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Tree-search GRPO trainer that writes its rounds straight into the warehouse."""
+    from warehouse.terminal import one_line_warnings
+
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    one_line_warnings()  # both trainers: a library's warning is one `Warning:` line
 
 
 # (module, click command) pairs: each sub-area owns its commands and must import light

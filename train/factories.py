@@ -20,11 +20,37 @@ if TYPE_CHECKING:
 
 
 def resume_point(opts: RunOptions) -> ResumePoint | None:
+    """`--resume-from RUN:STEP` as given; `--resume-from RUN`: its latest step, the newest one
+    with its round in the warehouse and (when learning) its checkpoint under the run's
+    checkpoint directory."""
     if not opts.resume_from:
         return None
-    from train.learn.checkpoint import parse_resume
+    from train.learn.checkpoint import ResumePoint, parse_resume
 
-    return parse_resume(opts.resume_from)
+    if ":" in opts.resume_from:
+        return parse_resume(opts.resume_from)
+    return ResumePoint(opts.resume_from, latest_step(opts, opts.resume_from))
+
+
+def latest_step(opts: RunOptions, run_id: str) -> int:
+    from train.learn.checkpoint import saved_steps
+    from warehouse.db import connect
+
+    with connect(opts.db_url, read_only=True) as con:
+        last_round = con.execute('SELECT max("round") FROM "nodes" WHERE "run_id" = ?', [run_id]).fetchone()[0]
+    if last_round is None:
+        raise TerminalError(f"--resume-from {run_id}: the warehouse holds no round of run {run_id!r}; "
+                            "'warehouse --db DB sql \"SELECT run_id FROM runs\"' lists the runs.")
+    if not opts.learn:
+        return last_round
+    steps = [n for n in saved_steps(opts.checkpoint_root or "", run_id) if n <= last_round] \
+        if opts.checkpoint_root else []
+    if not steps:
+        raise TerminalError(f"--resume-from {run_id}: no checkpoint of run {run_id} under "
+                            f"{opts.checkpoint_root or '(no --checkpoint-dir)'}; pass the --checkpoint-dir "
+                            f"it ran with, or --no-learn --resume-from {run_id}:{last_round} to continue "
+                            "its trees without its learning.")
+    return steps[-1]
 
 
 def initial_trees(opts: RunOptions, tasks: dict, resume: ResumePoint | None) -> dict:

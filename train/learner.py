@@ -94,9 +94,13 @@ class Learner:
             raise StabilityStopError(reason)
 
     def save(self, root: str, run_id: str, step: int):
-        from train.learn.checkpoint import save_checkpoint
+        """The step's checkpoint; the run's older ones beyond the newest KEEP_STEPS are deleted."""
+        from train.learn.checkpoint import _rank, prune, save_checkpoint
 
-        return save_checkpoint(root, run_id, step, self.policy.model, self.optimizer)
+        out = save_checkpoint(root, run_id, step, self.policy.model, self.optimizer)
+        if _rank() == 0:
+            prune(root, run_id)
+        return out
 
 
 def make_learner(policy: Policy, arm: Arm, overrides: dict, opts: RunOptions, resume: ResumePoint | None = None,

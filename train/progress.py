@@ -177,9 +177,10 @@ class LiveProgress:
         parts = [f"{name} {seconds:.1f} s" for name, seconds in s.done.items()]
         if s.current:
             parts.append(f"{s.current} … {time.monotonic() - s.current_started:.1f} s")
-        line = Text(f"Step {s.step}  ", style="bold")
-        line.append(" · ".join(parts) or "starting")
-        line.append(f"  ETA {_clock(self._step_eta())}")
+        head = f"Step {s.step}  "
+        items = [*(parts or ["starting"]), f"ETA {_clock(self._step_eta())}"]
+        line = Text(head, style="bold")
+        line.append(_between_items(items, self.console.width, len(head)))
         return line
 
     def _step_eta(self) -> float | None:
@@ -235,6 +236,20 @@ def _route_warnings(warn):
         root.removeHandler(handler)
 
     return restore
+
+
+def _between_items(items: list[str], width: int, used: int, sep: str = " · ", indent: str = "  ") -> str:
+    """`items` joined by `sep` in lines of at most `width` characters (the first has `used` of
+    them already), broken only between items, so no phase's name and its seconds are parted."""
+    lines, line = [], ""
+    for item in items:
+        room = width - (used if not lines else 0)
+        if line and len(line) + len(sep) + len(item) > room:
+            lines.append(line + sep.rstrip())
+            line = indent + item
+        else:
+            line = f"{line}{sep}{item}" if line else item
+    return "\n".join([*lines, line])
 
 
 def step_line(step: int, metrics: dict, seconds: float | None = None) -> str:

@@ -113,6 +113,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
     # the global step of the weights the generator samples from: the resumed adapter's, else the base's
     version = resume.step if learner is not None and resume is not None else 0
     for round_no in range(first, first + opts.rounds):
+        if life is not None:
+            life.round_started()  # a run from here on, however it ends (train.run_state)
         timer = GuardedTimer(arm, round_no, watch=monitor)
         with team.alone():
             if monitor is not None:

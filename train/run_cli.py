@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from train.learn.checkpoint import KEEP_STEPS, default_root
 from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 
 
@@ -13,8 +14,9 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="'tiny' (the CPU policy, built on first use) or a local Hugging Face model directory.")
 @click.option("--rounds", type=int, default=2, show_default=True, help="Tree-search rounds to run.")
 @click.option("--first-round", type=int, default=None, help="Number of the first round (default: 1, or STEP+1 when resuming).")
-@click.option("--resume-from", default=None, metavar="RUN:STEP",
-              help="Continue RUN's search trees (and, when learning, its checkpoint) after round STEP.")
+@click.option("--resume-from", default=None, metavar="RUN[:STEP]",
+              help="Continue RUN's search trees (and, when learning, its checkpoint) after round STEP "
+                   "(default: its latest step with a checkpoint and a round in the warehouse).")
 @click.option("--tasks", default="", help="Comma-separated task slugs (default: the arm's tasks).")
 @click.option("--tasks-root", type=click.Path(file_okay=False), default=None,
               help="Directory of MLE-bench task folders (default: $TRAIN_TASKS_ROOT, else the bundled tasks).")
@@ -35,9 +37,11 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--learn/--no-learn", default=True, show_default=True,
               help="Run the GRPO step after each round (--no-learn: rollouts only).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
-              help="Save the LoRA adapter and optimizer after each step under this directory.")
+              show_default="$XDG_DATA_HOME/rollout-warehouse/checkpoints, else ~/.local/share/...",
+              help=f"Save the LoRA adapter and optimizer after each step under DIR/RUN/global_step_N, "
+                   f"keeping each run's last {KEEP_STEPS} steps, so --resume-from RUN can continue it.")
 @click.option("--checkpoint-every", type=int, default=1, show_default=True,
-              help="Save a checkpoint every N steps (with --checkpoint-dir).")
+              help="Save a checkpoint every N steps.")
 @click.option("--health-gate/--no-health-gate", default=True, show_default=True,
               help="After the first step, stop unless every task of the first round has an ok node "
                    "with a reward in [0, 1] (health_gate_step1 in docs/metrics.md, read from the warehouse; "
@@ -85,7 +89,8 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
     opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round, resume_from=resume_from,
                       tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), tasks_root=tasks_root,
                       seed=seed, db_url=resolve_db_url(db), device=device, backend=backend,
-                      export_root=export_root, spool_root=spool_root, learn=learn, checkpoint_root=checkpoint_dir,
+                      export_root=export_root, spool_root=spool_root, learn=learn,
+                      checkpoint_root=checkpoint_dir or str(default_root()),  # read when run: tests move the home
                       checkpoint_every=checkpoint_every, health_gate=health_gate,
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id, quiet=quiet,
@@ -104,8 +109,10 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
 
         raise RoundsSpooledError.of(report)
     if rank == 0:
-        click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). "
-                   f"See: warehouse --db {db} metrics --run {report.run_id}")
+        from warehouse.terminal import fit_command
+
+        click.echo(f"Done: run {report.run_id}, {len(report.rounds)} round(s). See:")
+        click.echo(fit_command(f"warehouse --db {db} metrics --run {report.run_id}"))
 
 
 def _gpu_tuple(gpus: list[int] | None) -> tuple | None:

@@ -17,6 +17,7 @@ start waits as briefly (the first beat that gets in records it); the end waits u
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -24,13 +25,20 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.lifecycle import RunStart, record_end, record_heartbeat, record_start
+from ingest.lifecycle import RunStart, forget_unstarted_run, record_end, record_heartbeat, record_start
 from warehouse import vocabulary as vocab
 from warehouse.errors import DatabaseLockedError
 
 HEARTBEAT_S = 30.0
 BEAT_WAIT_S = 2.0
 END_WAIT_S = 15.0  # a locked warehouse delays the trainer's exit by at most this
+
+# Beat threads still running when the interpreter exits (a RunLife never ended: a caller that
+# raised before `end`). A daemon thread inside DuckDB's C++ code at exit is torn down under it,
+# and the process dies with SIGABRT (std::terminate; Ray's handler prints it) instead of its
+# exit code. `_stop_beating_at_exit` stops and joins them first.
+_BEATING: set["RunLife"] = set()
+_BEATING_LOCK = threading.Lock()
 
 
 def checkpoint_settings(opts) -> dict:
@@ -69,6 +77,7 @@ class RunLife:
         self.started_at: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.in_rounds = False  # `train run`: a launch that fails before round 1 leaves no row
 
     def start(self, run_id: str) -> None:
         """Record the start (replacing a row this id had: a rerun of a run id restarts it) and
@@ -80,6 +89,8 @@ class RunLife:
         # a short wait: when the warehouse is locked, the first beat that gets in records it
         self._write(lambda con: record_start(con, self.recorded_start()), BEAT_WAIT_S, None)
         self._thread = threading.Thread(target=self._beat_loop, name=f"heartbeat {run_id}", daemon=True)
+        with _BEATING_LOCK:
+            _BEATING.add(self)
         self._thread.start()
 
     def beat(self) -> bool:
@@ -88,22 +99,37 @@ class RunLife:
         now = utc_now()
         return self._write(lambda con: record_heartbeat(con, self.recorded_start(), now), BEAT_WAIT_S, None)
 
+    def round_started(self) -> None:
+        """The run has begun round 1: from now on it is a run, however it ends."""
+        self.in_rounds = True
+
     def end(self, exc: BaseException | None = None) -> None:
-        """Stop beating and record how the run ended."""
+        """Stop beating and record how the run ended; a `train run` launch that failed or was
+        stopped before round 1 (a bad --model, a refused resume) is removed instead, with a line
+        that says why, so it does not crowd the runs page and the compare tables."""
         if self.run_id is None:
             return
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=BEAT_WAIT_S + 5)
+        self._stop_beating()
         status, reason = end_of(exc)
         now = utc_now()
-        self._write(lambda con: record_end(con, self.recorded_start(), now, status, reason), END_WAIT_S, "end")
+        if exc is not None and not self.in_rounds and self.trainer == "train run":
+            if self._write(lambda con: forget_unstarted_run(con, self.run_id), END_WAIT_S, "end"):
+                self.log(f"Run {self.run_id} stopped before round 1 ({reason}): it leaves no row in the warehouse.")
+        else:
+            self._write(lambda con: record_end(con, self.recorded_start(), now, status, reason), END_WAIT_S, "end")
         self.run_id = None
 
     def recorded_start(self) -> RunStart:
         """What the run's row records of its start (this process, this host)."""
         return RunStart(run_id=self.run_id, trainer=self.trainer, started_at=self.started_at,
                         heartbeat_every_s=self.every_s, host=socket.gethostname(), pid=os.getpid())
+
+    def _stop_beating(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=BEAT_WAIT_S + 5)
+        with _BEATING_LOCK:
+            _BEATING.discard(self)
 
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -131,6 +157,14 @@ class RunLife:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 self.log(f"Warning: the {what} of run {self.run_id} was not recorded ({first}).")
             return False
+
+
+@atexit.register
+def _stop_beating_at_exit() -> None:
+    with _BEATING_LOCK:
+        lives = list(_BEATING)
+    for life in lives:
+        life._stop_beating()
 
 
 @contextlib.contextmanager

@@ -136,12 +136,16 @@ def _file_connection(url: str, read_only: bool, wait_s: float):
             # open in the other mode (a trainer's heartbeat writing while its loop reads);
             # BinderException: this process opened it with duckdb.connect(path) itself. Either
             # lets go in milliseconds, so it is waited for like another process's lock
-            if not (_is_lock_error(exc) or _is_mode_clash(exc)):
+            in_process = _is_mode_clash(exc)
+            if not (in_process or _is_lock_error(exc)):
                 raise _file_open_error(exc, path) from None
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
                     f"{path} is locked by another process ({exc}). Wait for it to finish."
                 ) from exc
+            if in_process:  # this process lets go in milliseconds: look again soon
+                time.sleep(0.01)
+                continue
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 

@@ -21,6 +21,7 @@ import json
 import math
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 
 from warehouse.errors import TerminalError
 from warehouse.formatting import format_column, format_value, is_number, visible
@@ -123,7 +124,8 @@ def render_for_terminal(result: Result, width: int | None = None) -> str:
 
 def table_text(result: Result, width: int | None = None) -> str:
     """Any result as one table sized to the terminal (`warehouse sql`, `tables`, `check`):
-    long cells cut with an ellipsis, columns that cannot fit left out and counted below."""
+    long cells cut in the middle (different cells stay different), columns left out only when
+    even cut they cannot fit, and counted below."""
     console = _console(width or terminal_width())
     dropped = _print_fitted(console, result, None)
     console.print(footer(result, dropped, "--format csv"), markup=False)
@@ -194,7 +196,8 @@ class _Column:
     name: str
     cells: list[str]
     numeric: bool
-    whole: bool  # never cut: numbers and ids (half an id is no use)
+    whole: bool  # never cut: numbers
+    is_id: bool = False  # grown back to whole first when there is room (ids are what one copies)
 
     @property
     def header_need(self) -> int:
@@ -206,10 +209,32 @@ class _Column:
     def natural(self) -> int:
         return max([len(self.name), *map(len, self.cells)])
 
-    @property
+    @cached_property
     def floor(self) -> int:
         longest = max([0, *map(len, self.cells)])
-        return max(self.header_need, longest if self.whole else min(longest, TEXT_FLOOR))
+        return max(self.header_need, longest if self.whole else distinct_width(self.cells, TEXT_FLOOR))
+
+
+def cut_middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, cut in the middle with `…`, keeping two thirds for
+    the tail, where names differ (`20261201_0215…3f9a0c_hr24k_u6`, `text-norm…hallenge-russian`)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1) // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def distinct_width(cells: list[str], least: int) -> int:
+    """The narrowest width, from `least` up, at which cutting in the middle keeps every two
+    different cells different (two tasks never print as one), capped at the longest cell."""
+    values = set(cells)
+    longest = max([0, *map(len, values)])
+    for width in range(min(least, longest), longest):
+        if len({cut_middle(v, width) for v in values}) == len(values):
+            return width
+    return longest
 
 
 def _columns(result: Result) -> list[_Column]:
@@ -219,8 +244,8 @@ def _columns(result: Result) -> list[_Column]:
         declared = result.types[i] if result.types else None
         numeric = (str(declared).split("(")[0] in _NUMERIC_TYPES if declared is not None
                    else any(is_number(v) for v in values))
-        whole = numeric or name == "run_id" or name.endswith("_id")
-        columns.append(_Column(visible(name), [visible(c) for c in format_column(values)], numeric, whole))
+        is_id = name == "run_id" or name.endswith("_id")
+        columns.append(_Column(visible(name), [visible(c) for c in format_column(values)], numeric, numeric, is_id))
     return columns
 
 
@@ -242,8 +267,10 @@ def _layout(columns: list[_Column], width: int) -> tuple[list[int], list[int]]:
         shown.sort()
     widths = [min(columns[i].floor, width) for i in shown]
     room = width - total(shown) - (1 + GAP if len(shown) < len(columns) else 0)
-    for goal in (lambda c: max([0, *map(len, c.cells)]), lambda c: c.natural):  # cells first, then headers
-        room = _fill(widths, [goal(columns[i]) for i in shown], room)
+    longest = [max([0, *map(len, columns[i].cells)]) for i in shown]
+    ids_first = [n if columns[i].is_id else w for i, n, w in zip(shown, longest, widths)]
+    for goals in (ids_first, longest, [columns[i].natural for i in shown]):  # ids, cells, then headers
+        room = _fill(widths, goals, room)
     return shown, widths
 
 
@@ -284,7 +311,7 @@ def _table(columns: list[_Column], shown: list[int], widths: list[int], title: s
         table.add_column(Text(header(column.name, w)), width=w, no_wrap=True, overflow="ellipsis",
                          justify="right" if column.numeric else "left")
     for r in range(len(columns[0].cells) if columns else 0):
-        cells = [columns[i].cells[r] for i in shown]
+        cells = [cut_middle(columns[i].cells[r], w) for i, w in zip(shown, widths)]
         table.add_row(*map(Text, cells if gap_at is None else [*cells[:gap_at], "…", *cells[gap_at:]]))
     return table
 
@@ -311,3 +338,39 @@ def _console(width: int):
 
     return Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None,
                    highlight=False)
+
+
+# --- warnings and hints ----------------------------------------------------------------------
+
+def one_line_warnings() -> None:
+    """From now on a Python warning (a library's FutureWarning) prints as one line,
+    `Warning: <first line of its message> (<category>)`, once per distinct text, instead of
+    Python's two lines with the source file and the offending code."""
+    import sys
+    import warnings
+
+    said: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        first = (str(message).strip().splitlines() or [""])[0]
+        text = f"Warning: {first} ({category.__name__})"
+        if text not in said:
+            said.add(text)
+            print(text, file=file or sys.stderr)
+
+    warnings.showwarning = show
+
+
+def fit_command(words: str | list[str], width: int | None = None, indent: str = "    ") -> str:
+    """A shell command (a string split at spaces, or its words, a quoted one kept whole) in
+    lines of at most `width` characters, broken only between words, with ` \\` continuations,
+    so it is still one command to copy (a word longer than a line stays whole on its line)."""
+    width = width or terminal_width()
+    lines, line = [], ""
+    for word in words.split(" ") if isinstance(words, str) else words:
+        if line and len(line) + 1 + len(word) + 2 > width:  # room for the " \" continuation
+            lines.append(line + " \\")
+            line = indent + word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join([*lines, line])

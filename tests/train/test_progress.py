@@ -111,3 +111,24 @@ def test_a_step_line_is_short_and_grouped():
                                             "lr 1e-05 · 4,096 tokens · 12.3 s")
     assert step_line(1, {"tokens": 0, "micro_batches": 0, "skipped": "no response tokens"}) == \
         "Step 1: skipped (no response tokens)"
+
+
+def test_the_step_line_breaks_between_phases_at_80_columns():
+    from rich.console import Console
+
+    phases = ["old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint"]
+    for seconds in (1.0, 12.3, 123.4, 1234.5):  # where the 80th column falls moves with the digits
+        monitor = LiveProgress(Terminal())
+        monitor.console.width = 80
+        monitor.step_started(12)
+        for name in phases:
+            monitor.phase_started(name)
+            monitor.phase_finished(name, seconds)
+        out = Console(file=io.StringIO(), width=80, color_system=None)
+        out.print(monitor.render())
+        lines = out.file.getvalue().splitlines()
+        assert len(lines) > 1 and max(map(len, lines)) <= 80, lines
+        for name in phases:  # each phase with its seconds on one line
+            assert sum(f"{name} {seconds:.1f} s" in line for line in lines) == 1, lines
+        assert "ETA -" in lines[-1], lines
+        monitor.close()

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from train.tiny.corpus import (KAGGLE_INPUT, break_code, build_examples, jitter,
                                response_text, task_solutions)
 from train.tiny.policy import MARKER, TIME_LIMIT_ENV, TinyRecipe, ensure_tiny_policy, resolve_model_path, time_limit
 
+REPO = Path(__file__).resolve().parents[2]
 SMALL = TinyRecipe(hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, vocab_size=400,
                    examples=24, steps=3, batch_size=2)
 
@@ -92,6 +96,25 @@ def test_tiny_policy_is_saved_once_and_loads_like_any_checkpoint(tiny_dir):
                                                 tokenize=False)
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     assert policy.model.dtype.is_floating_point and str(policy.model.dtype) == "torch.float32"
+
+
+BUILD_SMALL = """
+import sys
+from tests.train.test_run_policy import SMALL
+from train.tiny.policy import ensure_tiny_policy
+print(ensure_tiny_policy(sys.argv[1], SMALL))
+"""
+
+
+def test_processes_started_together_build_the_policy_once(tmp_path):
+    """CI's stages and a test's trainers start together on a cold cache: one builds, the
+    others wait for it and load what it saved (two builds wrote into one directory at once)."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUILD_SMALL, str(tmp_path)], cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(3)]
+    outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], outputs
+    assert sum("Pre-training the tiny policy" in out for out in outputs) == 1, outputs
+    assert len({out.strip().splitlines()[-1] for out in outputs}) == 1
 
 
 def test_a_build_cut_short_by_the_time_limit_says_so(tiny_dir, monkeypatch):

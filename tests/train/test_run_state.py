@@ -1,6 +1,8 @@
 """Run state: a trainer records started, heartbeats and ended; run_state reads the five states."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -39,6 +41,7 @@ def test_end_of_names_the_status_and_reason(exc, status, reason):
 def test_a_recorded_run_is_running_then_ends_with_its_exception(db_url):
     with pytest.raises(RuntimeError), recording(db_url, "train run", every_s=3600) as life:
         life.start("r1")
+        life.round_started()
         live = state(db_url, "r1")
         assert (live["state"], live["trainer"], live["end_status"]) == ("running", "train run", None)
         assert live["started_at"] == live["heartbeat_at"] == live["last_activity_at"]
@@ -151,14 +154,34 @@ def test_a_read_waits_while_the_heartbeat_holds_the_file_in_this_process(db_url)
 def test_beats_from_the_thread_land_while_the_loop_reads(db_url):
     """A live RunLife beating as fast as it can while this thread keeps opening read-only
     connections: every read succeeds and the beats land."""
-    life = RunLife(db_url, "train run", every_s=0.001)
-    life.start("busy")
-    first = state(db_url, "busy")["heartbeat_at"]
-    for _ in range(40):
-        state(db_url, "busy")
-    life.end(None)
+    with recording(db_url, "train run", every_s=0.001) as life:  # ended even when a read fails
+        life.start("busy")
+        first = state(db_url, "busy")["heartbeat_at"]
+        for _ in range(40):
+            state(db_url, "busy")
     ended = state(db_url, "busy")
     assert ended["state"] == "finished" and ended["heartbeat_at"] > first
+
+
+EXITS_WHILE_BEATING = """
+import sys, threading, time
+from train.run_state import RunLife
+beaten, beat = threading.Event(), RunLife.beat
+RunLife.beat = lambda self: (beat(self), beaten.set())[0]
+life = RunLife(sys.argv[1], "train run", every_s=0.001)
+life.start("left")
+beaten.wait(240)  # a beat has landed (however loaded the machine), and the thread beats on
+time.sleep(0.2)
+"""
+
+
+def test_a_process_that_exits_while_its_heartbeat_runs_exits_with_its_own_code(db_url, tmp_path):
+    # a RunLife never ended (its caller raised first): the beat thread was inside DuckDB when
+    # the interpreter tore down, and the process died of SIGABRT instead of exiting 0
+    done = subprocess.run([sys.executable, "-c", EXITS_WHILE_BEATING, db_url], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state(db_url, "left")["heartbeat_at"] > state(db_url, "left")["started_at"]
 
 
 def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
@@ -168,6 +191,7 @@ def test_a_start_that_could_not_get_in_is_recorded_by_the_first_beat(db_url):
     assert life.beat()
     late = state(db_url, "late")
     assert late["state"] == "running" and late["started_at"] == life.started_at < late["heartbeat_at"]
+    life.round_started()
     life.end(KeyboardInterrupt())
     assert state(db_url, "late")["state"] == "stopped"
 
@@ -191,3 +215,40 @@ def test_a_full_warehouse_disk_leaves_the_start_and_end_unrecorded_with_a_line_n
     life.end(None)
     # the start waits for the first beat that gets in, silently; the end's loss is one line
     assert len(said) == 1 and "the end of run full_disk was not recorded" in said[0] and "space" in said[0], said
+
+
+def rows_of(db_url: str, run_id: str) -> tuple[int, int]:
+    with connect(db_url, read_only=True) as con:
+        return tuple(con.execute(f'SELECT count(*) FROM "{table}" WHERE "run_id" = ?', [run_id]).fetchone()[0]
+                     for table in ("runs", "run_lifecycle"))
+
+
+def test_a_launch_that_fails_before_round_1_leaves_no_run(db_url, model_dir, monkeypatch):
+    """A mistyped --model fails after the run row was claimed: the launch is no run, and says so;
+    a failure once round 1 has begun keeps the run, failed (test_train_run_records_its_life)."""
+    import train.run
+    from warehouse.errors import TerminalError
+
+    lines = []
+    opts = RunOptions(model=str(model_dir.parent / "no-such-model"), rounds=1, tasks=(TASK,), db_url=db_url,
+                      learn=False, run_id="typo")
+    with pytest.raises(TerminalError):
+        train.run.run(opts, log=lines.append)
+    assert rows_of(db_url, "typo") == (0, 0)
+    assert any(line.startswith("Run typo stopped before round 1 (") and "leaves no row" in line for line in lines)
+    # the id is free again: the corrected launch takes it
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    train.run.run(RunOptions(**{**opts.__dict__, "model": str(model_dir),
+                                "sets": {"siblings_per_expansion": "2"}}), log=lambda line: None)
+    assert rows_of(db_url, "typo") == (1, 1) and state(db_url, "typo")["state"] == "finished"
+
+
+def test_only_train_run_launches_are_forgotten_before_round_1(db_url):
+    with pytest.raises(KeyboardInterrupt), recording(db_url, "train run", every_s=3600, log=lambda line: None) as life:
+        life.start("early")
+        raise KeyboardInterrupt
+    assert state(db_url, "early") == {}
+    with pytest.raises(ValueError), recording(db_url, "train rm", every_s=3600) as life:
+        life.start("rm_early")  # train rm has no rounds: its failures stay on record
+        raise ValueError("bad pairs")
+    assert state(db_url, "rm_early")["state"] == "failed"

@@ -52,6 +52,7 @@ with connect(url, read_only=True) as con:
                 errors.append(f"{name}: {str(exc).splitlines()[0]}")
             lat.append(time.perf_counter() - t)
         loops += 1
+        time.sleep(1.0)  # the connection stays open; the pause leaves the writers the machine's cores
 lat.sort()
 json.dump({"loops": loops, "errors": errors, "queries": len(lat),
            "p50_s": lat[len(lat) // 2] if lat else None, "max_s": lat[-1] if lat else None}, open(out, "w"))
@@ -145,9 +146,11 @@ def _nodes_said(output: str) -> int:
                if line.startswith("Round ") and " nodes generated" in line)
 
 
-def _reference(roots: dict, tmp_path: Path) -> dict:
-    """Per-run node counts and ingest exit codes of the same roots, ingested one at a time."""
-    url = resolve_db_url(tmp_path / "reference.duckdb")
+@pytest.fixture(scope="module")
+def reference(roots, tmp_path_factory) -> dict:
+    """Per-run node counts and ingest exit codes of the same roots, ingested one at a time
+    (once for the module: every test compares against the same)."""
+    url = resolve_db_url(tmp_path_factory.mktemp("reference") / "reference.duckdb")
     assert _warehouse(url, "init").returncode == 0
     codes = {name: _warehouse(url, "ingest", str(root)).returncode for name, root in roots.items()}
     return {"codes": codes, "nodes": _query(url, "SELECT run_id, count(*) FROM nodes GROUP BY ALL")}
@@ -174,10 +177,10 @@ def _assert_exactly_once(url: str, reference: dict, nodes_said: dict) -> None:
 
 
 @pytest.mark.parametrize("catalog", ["sqlite", "postgres"])
-def test_ducklake_takes_four_trainers_two_ingests_and_a_reader_at_once(catalog, roots, tiny_policy_env, tmp_path):
+def test_ducklake_takes_four_trainers_two_ingests_and_a_reader_at_once(catalog, roots, reference, tiny_policy_env,
+                                                                       tmp_path):
     url = _lake_url(tmp_path, catalog)
     assert _warehouse(url, "init", env=tiny_policy_env).returncode == 0
-    reference = _reference(roots, tmp_path)
     reader, stop, out = _start_reader(url, tmp_path, tiny_policy_env)
     results = _finish(_start_writers(url, roots, tmp_path, tiny_policy_env, rounds=2))
     stop.touch()
@@ -198,10 +201,10 @@ def test_ducklake_takes_four_trainers_two_ingests_and_a_reader_at_once(catalog, 
           f"max {read['max_s']:.3f} s, while the writers ran")
 
 
-def test_the_file_shuts_writers_out_while_a_reader_holds_it_and_loses_nothing(roots, tiny_policy_env, tmp_path):
+def test_the_file_shuts_writers_out_while_a_reader_holds_it_and_loses_nothing(roots, reference, tiny_policy_env,
+                                                                              tmp_path):
     url = resolve_db_url(tmp_path / "wh.duckdb")
     assert _warehouse(url, "init").returncode == 0
-    reference = _reference(roots, tmp_path)
     reader, stop, out = _start_reader(url, tmp_path, tiny_policy_env)
     results = _finish(_start_writers(url, roots, tmp_path, tiny_policy_env, rounds=1))
     stop.touch()

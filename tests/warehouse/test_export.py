@@ -133,3 +133,39 @@ def test_an_export_whose_files_lost_rows_restores_nothing(db, tmp_path):
     result = CliRunner().invoke(main, ["--db", fresh, "ingest", str(lake)])
     assert result.exit_code == 1 and "steps: the export's manifest lists 4 rows, its files hold 3" in result.output
     assert sum(map(len, table_rows(fresh).values())) == len(table_rows(fresh)["arms"]) + len(table_rows(fresh)["questions"])
+
+
+def _tour_line(start: str) -> list[str]:
+    """The README tour's line that starts with `start`, as its words (the comment dropped)."""
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if line.startswith(start))
+    return shlex.split(line, comments=True)
+
+
+def test_the_readme_tour_exports_and_restores_into_a_new_file_as_written(db, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copyfile(db, tmp_path / "warehouse.duckdb")  # the tour's ./warehouse.duckdb
+    monkeypatch.chdir(tmp_path)
+    export, restore = _tour_line("warehouse export parquet/"), _tour_line("warehouse --db copy.duckdb ingest")
+    assert restore == ["warehouse", "--db", "copy.duckdb", "ingest", "parquet/"]
+    runner = CliRunner()
+    assert runner.invoke(main, export[1:]).exit_code == 0
+    result = runner.invoke(main, restore[1:])  # no `warehouse init` first
+    assert result.exit_code == 0 and result.output.startswith("Restored "), result.output
+    assert table_rows(f"duckdb:///{tmp_path / 'copy.duckdb'}") == table_rows(f"duckdb:///{db}")
+
+
+def test_a_restore_into_a_new_file_that_fails_leaves_no_file(db, tmp_path):
+    lake = tmp_path / "lake"
+    assert CliRunner().invoke(main, ["--db", db, "export", str(lake)]).exit_code == 0
+    manifest = json.loads((lake / "export_manifest.json").read_text())
+    for relation in manifest["relations"]:
+        relation["rows"] += relation["name"] == "steps"
+    (lake / "export_manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["--db", str(tmp_path / "copy.duckdb"), "ingest", str(lake)])
+    assert result.exit_code == 1 and result.output.startswith("Error: ") and "steps:" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake"]  # no copy.duckdb, no .wal

@@ -46,7 +46,7 @@ def test_sql_at_80_columns_cuts_a_long_cell_and_right_aligns_numbers(db):
     lines = lines_of(output)
     assert max(map(len, lines)) <= 80, output
     first, second = lines[2], lines[3]
-    assert first.startswith("a note that goes on") and "…" in first and LONG not in output
+    assert first.startswith("a note that goes") and "…" in first and LONG not in output  # cut in the middle
     assert second.startswith("short ")
     # n, x and the all-NULL integer column end where their headers end
     for name, top, bottom in (("n", "12345", "7"), ("x", "0.50", "0.25"), ("nothing", "NULL", "NULL")):
@@ -76,10 +76,41 @@ def test_columns_that_cannot_fit_are_left_out_with_a_note(db):
     assert lines[-1] == f"(1 row; {shown} of 30 columns shown, --format csv for all)"
 
 
-def test_a_run_id_is_never_cut(db):
+def test_a_run_id_is_whole_while_the_other_columns_can_give_room(db):
     run_id = "20260719_160958_27b_m4hr16k_with_a_long_suffix"
     output = cli(db, "sql", f"SELECT '{run_id}' AS run_id, '{LONG}' AS notes, '{LONG}' AS more")
     assert run_id in output and max(map(len, lines_of(output))) <= 80
+
+
+def test_the_demos_suggested_query_keeps_all_four_columns_at_80(db):
+    output = cli(db, "sql", "SELECT run_id, kind, arm, lost FROM runs")
+    lines = lines_of(output)
+    assert max(map(len, lines)) <= 80, output
+    assert lines[0].split() == ["run_id", "kind", "arm", "lost"] and lines[-1] == "(2 rows)"
+
+
+def test_long_names_are_cut_in_the_middle_and_stay_different(db):
+    ids = [f"20261201_021530_12345{i}_3f9a0{i}_hr24k_u6_with_a_long_tail" for i in range(2)]
+    tasks = ["text-normalization-challenge-english-language", "text-normalization-challenge-russian-language"]
+    rows = ", ".join(f"('{r}', '{t}', '{LONG}')" for r, t in zip(ids, tasks))
+    output = cli(db, "sql", f"SELECT * FROM (VALUES {rows}) t(run_id, task, notes)")
+    lines = lines_of(output)
+    assert max(map(len, lines)) <= 80 and lines[0].split() == ["run_id", "task", "notes"], output
+    cut = [line.split()[:2] for line in lines[2:4]]
+    assert all("…" in cell for pair in cut for cell in pair), output  # even the ids: all columns kept
+    assert cut[0][0] != cut[1][0] and cut[0][1] != cut[1][1], output  # ... and still told apart
+    for (run, task), full_id, full_task in zip(cut, ids, tasks):  # each cut keeps its value's ends
+        for shown, full in ((run, full_id), (task, full_task)):
+            head, tail = shown.split("…")
+            assert full.startswith(head) and full.endswith(tail) and len(tail) >= len(head)
+
+
+def test_cut_middle_keeps_the_tail():
+    from warehouse.terminal import cut_middle, distinct_width
+
+    assert cut_middle("20261201_021530_123456_3f9a0c_hr24k_u6", 16) == "20261…c_hr24k_u6"
+    assert cut_middle("short", 16) == "short" and len(cut_middle("x" * 40, 7)) == 7
+    assert distinct_width(["run_a_tail", "run_b_tail"], 4) == 9  # 'ru…a_tail' / 'ru…b_tail' differ
 
 
 def test_tables_at_80_columns(db):
@@ -129,3 +160,29 @@ def test_a_table_without_types_aligns_by_value():
     text = table_text(Result(["name", "n"], [("a", 1), ("b", 100)]), width=80)
     lines = lines_of(text)
     assert lines[2].endswith("  1") and lines[3].endswith("100")
+
+
+def test_a_hint_command_fits_80_columns_without_breaking_a_word():
+    from warehouse.terminal import fit_command
+
+    words = ["warehouse", "--db", "/home/someone/experiments/2026-12/seed_sweep/" + "w" * 12 + ".duckdb",
+             "metrics", "--run", "20261201_021530_123456_3f9a0c_hr24k_u6"]
+    text = fit_command(words, width=80)
+    lines = text.splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 80, text
+    assert all(line.endswith(" \\") for line in lines[:-1])  # one command to copy
+    assert " ".join(line.removesuffix(" \\").strip() for line in lines).split(" ") == words
+    assert fit_command("warehouse --db wh.duckdb metrics", width=80) == "warehouse --db wh.duckdb metrics"
+
+
+def test_a_library_warning_is_one_warning_line_once(capsys):
+    import warnings
+
+    from warehouse.terminal import one_line_warnings
+
+    with warnings.catch_warnings():  # restores Python's own printer afterwards
+        warnings.simplefilter("always")
+        one_line_warnings()
+        for _ in range(2):
+            warnings.warn("`is_gradient_checkpointing` is deprecated.\nUse the other one.", FutureWarning)
+    assert capsys.readouterr().err == "Warning: `is_gradient_checkpointing` is deprecated. (FutureWarning)\n"

@@ -1,11 +1,15 @@
 """Checkpoints: `<root>/<run_id>/global_step_<N>/` with the adapter, optimizer and RNG state.
 
 A run resumed from `RUN:STEP` loads all three, so its next step is the step the original run
-would have taken (tests/train/learn/test_learn_checkpoint.py proves it).
+would have taken (tests/train/learn/test_learn_checkpoint.py proves it). `train run` keeps its
+checkpoints by default under :func:`default_root` (a per-user data directory), the last
+`KEEP_STEPS` steps of each run, so any run can resume: `--resume-from RUN` takes the latest
+step that has both a checkpoint and its round in the warehouse.
 """
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +17,37 @@ from pathlib import Path
 from warehouse.errors import TerminalError
 
 ADAPTER, OPTIMIZER, RNG, STATE = "adapter", "optimizer.pt", "rng.pt", "state.json"
+KEEP_STEPS = 3  # a run's newest checkpoints kept; older ones are deleted as new ones land
+STEP_PREFIX, SERVED_PREFIX = "global_step_", "served_adapter_"
+
+
+def default_root() -> Path:
+    """Where `train run` keeps checkpoints unless told: `$XDG_DATA_HOME/rollout-warehouse/checkpoints`
+    (`~/.local/share/...` without it)."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "rollout-warehouse" / "checkpoints"
+
+
+def saved_steps(root: Path | str, run_id: str, prefix: str = STEP_PREFIX) -> list[int]:
+    """The steps of `run_id` with a whole checkpoint under `root` (state.json is written last)."""
+    run_dir = Path(root) / run_id
+    if not run_dir.is_dir():
+        return []
+    steps = [int(d.name[len(prefix):]) for d in run_dir.iterdir()
+             if d.name.startswith(prefix) and d.name[len(prefix):].isdigit()]
+    if prefix == STEP_PREFIX:
+        steps = [n for n in steps if (step_dir(root, run_id, n) / STATE).is_file()]
+    return sorted(steps)
+
+
+def prune(root: Path | str, run_id: str, keep: int = KEEP_STEPS) -> None:
+    """Delete all but the newest `keep` checkpoints of `run_id` (and all but its newest served
+    adapter, which only the generation engine of the running process reads)."""
+    import shutil
+
+    for prefix, kept in ((STEP_PREFIX, keep), (SERVED_PREFIX, 1)):
+        for n in saved_steps(root, run_id, prefix)[:-kept or None]:
+            shutil.rmtree(Path(root) / run_id / f"{prefix}{n}", ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -22,14 +57,14 @@ class ResumePoint:
 
 
 def step_dir(root: Path | str, run_id: str, step: int) -> Path:
-    return Path(root) / run_id / f"global_step_{step}"
+    return Path(root) / run_id / f"{STEP_PREFIX}{step}"
 
 
 def parse_resume(text: str) -> ResumePoint:
     """'RUN:STEP' -> ResumePoint; a malformed value names the expected form."""
     run_id, sep, step = text.rpartition(":")
     if not sep or not run_id or not step.isdigit():
-        raise TerminalError(f"--resume-from {text!r}: expected RUN:STEP, e.g. 20260720_041422:10")
+        raise TerminalError(f"--resume-from {text!r}: expected RUN or RUN:STEP, e.g. 20260720_041422:10")
     return ResumePoint(run_id, int(step))
 
 

@@ -22,6 +22,7 @@ policy that was cut short is rebuilt when the limit in force gives it more time 
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -87,6 +88,20 @@ def ensure_tiny_policy(cache_root: str | Path | None = None, recipe: TinyRecipe 
                        log=print, rebuild: bool = False) -> Path:
     """The tiny policy's directory, pre-training it first when it is not cached yet."""
     out = Path(cache_root or default_cache_root()) / recipe.key()
+    if (out / MARKER).is_file() and not rebuild:
+        cached = json.loads((out / MARKER).read_text())
+        if not _more_time_now(cached, recipe):
+            _warn_if_cut_short(cached, recipe, log)
+            return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # processes started together (CI's stages, a test's trainers) build it once: the others
+    # wait for the builder and then load what it saved
+    with open(out.parent / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_unless_cached(out, recipe, log, rebuild)
+
+
+def _build_unless_cached(out: Path, recipe: TinyRecipe, log, rebuild: bool) -> Path:
     if (out / MARKER).is_file() and not rebuild:
         cached = json.loads((out / MARKER).read_text())
         if not _more_time_now(cached, recipe):

@@ -247,6 +247,9 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
                        'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
         picked = _picked_runs(con, runs, arms)
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
+        # a run of a picked arm with no round (a launch that failed before round 1) has nothing
+        # to compare: it is left out, unless it was picked by name
+        series = [s for s in series if s.rounds or s.run_id in runs]
         states = dict(con.execute('SELECT "run_id", "state" FROM "run_state"').fetchall())
         for s in series:
             s.state = states.get(s.run_id)
@@ -277,6 +280,7 @@ def _series(con, run_id: str, arm: str | None, task: str | None) -> Series:
 
 
 def _shared_last_round(series: list[Series]) -> int | None:
+    series = [s for s in series if s.rounds]  # a run without rounds shares none, and reads nothing
     shared = set.intersection(*(set(s.rounds) for s in series)) if series else set()
     return max(shared) if shared else None
 

@@ -55,7 +55,7 @@ def test_checkpoint_layout(tmp_path):
 
 def test_resume_spec_and_missing_checkpoint(tmp_path):
     assert parse_resume("20260720_041422_27b_m4hr24ku6:10") == ResumePoint("20260720_041422_27b_m4hr24ku6", 10)
-    with pytest.raises(TerminalError, match="expected RUN:STEP"):
+    with pytest.raises(TerminalError, match="expected RUN or RUN:STEP"):
         parse_resume("run_without_step")
     policy = tiny_policy()
     with pytest.raises(TerminalError, match="no checkpoint at .*global_step_3"):

@@ -129,8 +129,28 @@ def test_compare_picks_runs_and_arms_and_reads_the_decision_rule(client, demo_ur
                 runs[0], k)[0][0]
     row = re.search(rf'<tr><td class="text"><a href="/runs/{re.escape(runs[0])}">.*?</tr>', html, re.S).group(0)
     assert f"<strong>{moved}</strong>" in row
-    arm, n = sql(demo_url, 'SELECT "arm", count(*) FROM "runs" WHERE "arm" IS NOT NULL GROUP BY 1 ORDER BY 2 DESC, 1')[0]
+    arm, n = sql(demo_url, 'SELECT "arm", count(*) FROM "runs" WHERE "arm" IS NOT NULL AND "run_id" IN '
+                           '(SELECT "run_id" FROM "task_round_metrics") GROUP BY 1 ORDER BY 2 DESC, 1')[0]
     assert len(charts_of(client.get("/compare", params={"arm": arm}).text)["compare"]["data"]) == 5 * n
+
+
+def test_compare_by_arm_skips_the_arms_runs_without_rounds(demo_url, tmp_path):
+    import shutil
+
+    from warehouse.db import connect
+    from warehouse.serve import data
+
+    copy = tmp_path / "wh.duckdb"
+    shutil.copyfile(db_path_from_url(demo_url), copy)
+    url = f"duckdb:///{copy}"
+    arm = sql(url, 'SELECT "arm" FROM "runs" WHERE "run_id" IN (SELECT "run_id" FROM "task_round_metrics") '
+                   'AND "arm" IS NOT NULL ORDER BY 1 LIMIT 1')[0][0]
+    before = [s.run_id for s in data.compare_page(url, [], [arm]).series]
+    with connect(url) as con:
+        con.execute("INSERT INTO runs (run_id, kind, arm, lost) VALUES ('launch_failed', 'training', ?, false)", [arm])
+    page = data.compare_page(url, [], [arm])
+    assert [s.run_id for s in page.series] == before and page.k is not None  # no dashes for it
+    assert "launch_failed" in [s.run_id for s in data.compare_page(url, ["launch_failed"], [arm]).series]
 
 
 def test_compare_of_an_unknown_run_is_a_404(client):
