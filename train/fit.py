@@ -192,6 +192,18 @@ def step_activations(shape: Shape, tokens: int) -> dict:
             "head": LOGPROB_CHUNK * shape.vocab * 4 * 3 + 2 * t * h * BF16}
 
 
+def largest_step(shape: Shape, fixed: int, limit: float) -> int:
+    """The largest micro-batch (a multiple of 1,024 tokens) whose step fits `limit`; 0: none."""
+    low, high = 0, 1 << 20
+    while high - low > 1024:
+        mid = (low + high) // 2 // 1024 * 1024
+        if fixed + sum(step_activations(shape, mid).values()) <= limit:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 def estimate(config: dict, plan: Plan, device_bytes: int) -> Estimate:
     shape = shape_of(config)
     weights = shape.params * BF16
@@ -229,7 +241,9 @@ def estimate(config: dict, plan: Plan, device_bytes: int) -> Estimate:
         elif phase.name == "gen" and plan.engine:
             fix = f"lower --set gpu_memory_utilization (now {plan.utilization})"
         elif phase.name == "step":
-            fix = f"lower --set total_cap (now {plan.total_cap}: the micro-batch of the update)"
+            most = largest_step(shape, weights + adapter, limit)
+            fix = (f"lower --set total_cap to at most {most} (now {plan.total_cap}: the update's micro-batch)" if most
+                   else "a larger device (the weights and the adapter's state alone do not leave room for a step)")
         else:
             fix = "a larger device (the weights alone do not fit)"
         problems.append(f"{phase.line()} does not fit the device's {device_bytes / GIB:.1f} GiB: {fix}")
