@@ -129,11 +129,13 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
                 monitor.step_started(round_no)
             samples = team.share(round_samples(result) if team.main else None)
             if offload is not None:  # the engine sleeps: the base weights come back for the step
-                offload.restore()
+                moved, seconds = timed(offload.restore)
+                log(f"  policy offload: {moved / 2**30:.1f} GiB of base weights back on the device in {seconds:.1f} s")
             metrics = learner.step(samples, timer, round_no)  # old_log_prob, ref, adv, update_actor
             with timer.phase("update_weights"):
                 if offload is not None:  # the merged sync reads them from the host copy
-                    offload.offload()
+                    freed, seconds = timed(offload.offload)
+                    log(f"  policy offload: {freed / 2**30:.1f} GiB of base weights off the device in {seconds:.1f} s")
                 update_weights(backend, learner, opts, run_id, round_no, team, generator, log)
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
                 with timer.phase("save_checkpoint"):
@@ -170,6 +172,14 @@ def fit_check(opts: RunOptions, arm, knobs, backend: str, tasks: int, log):
         return None
     rows = arm.siblings_per_expansion * arm.expansions_per_round * tasks
     return check_fit(resolve_model_path(opts.model, opts.tiny_cache, log=log), arm, knobs, opts, backend, rows, log)
+
+
+def timed(fn):
+    """(fn(), seconds it took)."""
+    import time
+
+    start = time.perf_counter()
+    return fn(), time.perf_counter() - start
 
 
 def base_offload(knobs, opts: RunOptions, learner, policy, log):

@@ -31,6 +31,8 @@ class BaseOffload:
         self.device = self.params[0][1].device if self.params else torch.device("cpu")
         self.host: dict[str, torch.Tensor] = {}
         self.names = {id(p): name for name, p in self.params}
+        self.buffer = None  # the host copy: one buffer, each parameter a view of it
+        self.registered = False  # page-locked (cudaHostRegister): copies to the device run at full speed
         self.offloaded = False
         model._base_offload = self  # the merged weight sync reads the host copy through it
 
@@ -45,21 +47,43 @@ class BaseOffload:
         if self.offloaded:
             return 0
         pin = self.device.type == "cuda"
+        if not self.host:
+            self._take_host_copy(pin)
         freed = 0
         with torch.no_grad():
             for name, param in self.params:
-                if param.requires_grad:  # trainable since construction: never dropped
+                if name not in self.host:  # trainable since construction: never dropped
                     continue
-                if name not in self.host:
-                    self.host[name] = torch.empty(param.shape, dtype=param.dtype, device="cpu", pin_memory=pin)
-                    self.host[name].copy_(param.data)
                 freed += param.numel() * param.element_size()
                 param.data = torch.empty(0, dtype=param.dtype, device=param.device)
         if pin:
-            torch.cuda.synchronize()
             torch.cuda.empty_cache()
         self.offloaded = True
         return freed
+
+    def _take_host_copy(self, pin: bool) -> None:
+        """One host buffer of exactly the base's size, page-locked with cudaHostRegister on CUDA
+        (PyTorch's pinned allocator rounds each allocation up to a power of two: up to 2x the
+        host memory for a 54 GB base), each parameter a view of it."""
+        import torch
+
+        frozen = [(name, p) for name, p in self.params if not p.requires_grad]
+        offsets, total = [], 0
+        for _, param in frozen:
+            offsets.append(total)
+            total += -(-param.numel() * param.element_size() // 512) * 512  # 512-byte aligned views
+        self.buffer = torch.empty(total, dtype=torch.uint8)
+        if pin and total:
+            err = torch.cuda.cudart().cudaHostRegister(self.buffer.data_ptr(), total, 0)
+            self.registered = int(err) == 0 if not hasattr(err, "value") else err.value == 0
+        with torch.no_grad():
+            for (name, param), offset in zip(frozen, offsets):
+                size = param.numel() * param.element_size()
+                view = self.buffer[offset:offset + size].view(param.dtype).view(param.shape)
+                view.copy_(param.data)
+                self.host[name] = view
+        if pin:
+            torch.cuda.synchronize()
 
     def restore(self) -> int:
         """Copy the base back onto the device; bytes copied."""
