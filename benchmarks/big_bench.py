@@ -123,6 +123,11 @@ def run_update(args, out: Path) -> None:
                 error = None
             except torch.OutOfMemoryError as err:  # recorded: the figure is whether it fits
                 metrics, error = {}, f"OOM: {str(err).splitlines()[0]}"
+            except Exception as err:  # noqa: BLE001 - recorded with its traceback; the next cap still runs
+                import traceback
+
+                traceback.print_exc()
+                metrics, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:400]
             last = time.perf_counter() - t0
             row = {"cap": cap, "arm": arm.name, "step": step, "seconds": round(last, 2), "error": error,
                    "phases": timer.row(step),
