@@ -6,7 +6,7 @@ engine at `gpu_memory_utilization` 0.6), then `policy_offload=host` at 0.6, then
 larger KV pool: more of the round's rows decode at once). Cards by the memory torch reports:
 H200 140.4 GiB, H100 79.6 GiB.
 
-    PYTHONPATH=. python3 benchmarks/fit_table.py
+    PYTHONPATH=. python3 benchmarks/fit_table.py [README.md]
 """
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ SHAPES = {"qwen3_8b": "Qwen3-8B", "qwen3_14b": "Qwen3-14B", "qwen3_5_27b": "Qwen
 ARMS = ("hr", "hr16k", "hr24k_u6", "hr32k")
 TRIES = ((False, 0.6), (True, 0.6), (True, 0.85))
 ROWS = 64  # 4 tasks x 16 siblings
+# (shape, arm, card) -> what a device run showed (benchmarks/RESULTS.md); the rest are estimates
+MEASURED = {
+    ("qwen3_8b", "hr24k_u6", "H200"): "measured: `train run`, two rounds in one process, 87.1 / 85.2 s, no OOM "
+                                      "(RESULTS.md, vLLM section, tenth session)",
+}
 MEAN_ROW = 10000  # tokens of an average row (prompt + response) for the rows decoding at once
 
 
@@ -48,16 +53,34 @@ def row(shape: str, arm_name: str, card: str) -> str:
         problem = result.problems[-1]
         verdict = f"**no**: {problem.split(' (')[0]} over {0.97 * CARDS[card]:.0f}; {problem.split(': ', 1)[-1]}"
     return (f"| {SHAPES[shape]} | {arm_name} ({caps}) | {card} | {phases['gen']:.0f} | {phases['step']:.0f} | "
-            f"{phases['sync']:.0f} | {verdict} | estimated |")
+            f"{phases['sync']:.0f} | {verdict} | {MEASURED.get((shape, arm_name, card), 'estimated')} |")
+
+
+def table() -> list[str]:
+    lines = ["| model | arm (caps) | card | gen GiB | step GiB | sync GiB | verdict | source |",
+             "|---|---|---|---:|---:|---:|---|---|"]
+    return lines + [row(shape, arm, card) for shape in SHAPES for arm in ARMS for card in CARDS]
 
 
 def main() -> None:
-    print("| model | arm (caps) | card | gen GiB | step GiB | sync GiB | verdict | source |")
-    print("|---|---|---|---:|---:|---:|---|---|")
-    for shape in SHAPES:
-        for arm in ARMS:
-            for card in CARDS:
-                print(row(shape, arm, card))
+    """Print the table; with a file argument (README.md), replace the table between its
+    `<!-- fit-table -->` markers (indented as the list item it sits in)."""
+    import re
+    import sys
+    from pathlib import Path
+
+    lines = table()
+    if len(sys.argv) < 2:
+        print("\n".join(lines))
+        return
+    path = Path(sys.argv[1])
+    text = path.read_text()
+    block = "\n".join("  " + line for line in lines)
+    new, count = re.subn(r"(<!-- fit-table -->\n).*?(\n *<!-- /fit-table -->)", lambda m: m[1] + block + m[2], text,
+                         flags=re.S)
+    if count != 1:
+        sys.exit(f"{path}: no <!-- fit-table --> ... <!-- /fit-table --> block to replace")
+    path.write_text(new)
 
 
 if __name__ == "__main__":
