@@ -67,6 +67,17 @@ def samples_at(cap: int, prompt_cap: int, step: int, vocab: int):
     return [Sample(prompt, long, 1.0, "g"), Sample(prompt[:1024], short, 0.0, "g")]
 
 
+def arm_at(cap: int):
+    """The arm whose total cap is `cap`, or hr24k_u6 cut to it (prompt cap a third of it)."""
+    from warehouse.arms import get_arm
+
+    if cap in CAP_ARMS:
+        return get_arm(CAP_ARMS[cap])
+    base = get_arm("hr24k_u6")
+    prompt = min(base.prompt_cap, cap // 3)
+    return base.with_overrides(total_cap=cap, prompt_cap=prompt, response_cap=cap - prompt)
+
+
 def run_update(args, out: Path) -> None:
     import torch
 
@@ -75,7 +86,6 @@ def run_update(args, out: Path) -> None:
     from train.learner import make_learner
     from train.policy.loader import load_policy
     from train.settings import Knobs, RunOptions
-    from warehouse.arms import get_arm
 
     start = time.perf_counter()
     log_file = STATE / "update.jsonl"
@@ -91,7 +101,7 @@ def run_update(args, out: Path) -> None:
     config = json.loads((directory / "config.json").read_text())
     caps = [int(c) for c in args.caps.split(",")]
     steps = [int(s) for s in args.steps.split(",")]
-    arm = get_arm(CAP_ARMS[caps[0]])
+    arm = arm_at(caps[0])
     cuda = torch.cuda.is_available()
     policy = load_policy(directory, args.device, lora=(arm.lora_rank, arm.lora_alpha), random_weights=True)
     params = sum(p.numel() for p in policy.model.parameters() if not p.requires_grad)
@@ -104,7 +114,7 @@ def run_update(args, out: Path) -> None:
                              "device_gib": round(total / GIB, 1), "torch": torch.__version__,
                              "fla": _version("fla-core"), "transformers": _version("transformers")}) + "\n")
     for cap, count in zip(caps, steps):
-        arm = get_arm(CAP_ARMS[cap])
+        arm = arm_at(cap)
         learner = make_learner(policy, arm, {"learning_rate": 1e-5}, RunOptions(model=str(directory)), knobs=Knobs())
         est = estimate(config, Plan(total_cap=cap, rows=2, rank=arm.lora_rank, engine=False), total)
         step_est = next(p for p in est.phases if p.name == "step")
