@@ -173,6 +173,8 @@ def round_command(args, directory: Path) -> list[str]:
                "--rounds", "1", "--no-health-gate", "--device", "cuda", "--db", str(STATE / "w.duckdb"),
                "--checkpoint-dir", str(STATE / "ck"), "--run-id", args.run_id, "--backend", "vllm",
                "--unsafe-no-sandbox"]
+    if args.tasks:
+        command += ["--tasks", args.tasks]
     for pair in ("bench_lengths=" + args.mix, "bench_random_weights=true", "policy_offload=host",
                  f"gpu_memory_utilization={args.utilization}", *args.sets):
         command += ["--set", pair]
@@ -254,7 +256,8 @@ def main() -> None:
     parser.add_argument("--mix", default="arm", choices=["arm", "cap"])
     parser.add_argument("--utilization", type=float, default=0.85)
     parser.add_argument("--run-id", default="big_bench_27b_round")
-    parser.add_argument("--set", dest="sets", action="append", default=[])
+    parser.add_argument("--set", dest="sets", action="append", default=[], help="round: more train run --set pairs")
+    parser.add_argument("--tasks", default="", help="round: train run --tasks (default: the arm's)")
     parser.add_argument("--budget-s", type=float, default=500)
     parser.add_argument("--continue", dest="cont", action="store_true")
     parser.add_argument("--out", default=str(STATE / "out"))
