@@ -184,9 +184,9 @@ def timed(fn):
 
 def base_offload(knobs, opts: RunOptions, learner, policy, log):
     """`--set policy_offload=host`: the policy's frozen base weights to pinned host memory now
-    (train.learn.offload), or None. Only where the engine has weights of its own."""
+    (train.policy.offload), or None. Only where the engine has weights of its own."""
     from train.generate.choice import backend_class
-    from train.learn.offload import BaseOffload, check_offload
+    from train.policy.offload import BaseOffload, check_offload
 
     if check_offload(knobs.policy_offload) == "off" or learner is None:
         return None

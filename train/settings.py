@@ -89,7 +89,7 @@ class Knobs:
     # the update's variant (train.learn.variant; recorded in step_metrics each step)
     keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
     compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
-    # one GPU holding what each phase needs (train.learn.offload): host = the policy's frozen base
+    # one GPU holding what each phase needs (train.policy.offload): host = the policy's frozen base
     # weights in pinned host memory while the engine generates, copied back for the step
     policy_offload: str = "off"  # off | host
     # benchmarks on random weights (train.generate.lengths, train.policy.loader): each completion's

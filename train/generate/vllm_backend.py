@@ -113,7 +113,7 @@ def merged_weights(model):
     every step). A model without adapters yields its own parameters."""
     import torch
 
-    from train.learn.offload import offload_of
+    from train.policy.offload import offload_of
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     offload = offload_of(model) or offload_of(base)  # base weights in host memory: read from there

@@ -1,4 +1,4 @@
-"""The memory choreography of `--set policy_offload=host` (train.learn.offload), on CPU with the
+"""The memory choreography of `--set policy_offload=host` (train.policy.offload), on CPU with the
 tiny policy: while the engine generates the policy's frozen base is off the device; the step
 gets it back bit for bit; the merged sync reads it from the host copy; and the engine's weights
 equal the trainer's (LoRA merged in) after every offload, sync and resume -- the same weights a
@@ -22,7 +22,7 @@ def test_offload_frees_the_base_and_restores_it_bit_for_bit(tiny_model):
     import torch
 
     from train.generate.vllm_backend import merged_weights
-    from train.learn.offload import BaseOffload, offload_of
+    from train.policy.offload import BaseOffload, offload_of
     from train.policy.loader import wrap_lora
 
     model = wrap_lora(copy.deepcopy(tiny_model), 4, 4, seed=0)
@@ -102,7 +102,7 @@ def _equal(a: dict, b: dict) -> bool:
 def test_engine_and_trainer_weights_agree_after_every_offload_sync_and_resume(db_url, model_dir, tmp_path,
                                                                               monkeypatch):
     from train.generate.vllm_backend import merged_weights
-    from train.learn.offload import offload_of
+    from train.policy.offload import offload_of
 
     plain, _ = _run(db_url, model_dir, tmp_path / "plain", monkeypatch, "off", "plain")
     hosted, engine = _run(db_url, model_dir, tmp_path / "host", monkeypatch, "host", "host")
