@@ -102,11 +102,14 @@ def arm_mix(cap: int, seed: int = 0, tasks: int = 4, siblings: int = 16, vocab: 
 
     import numpy as np
 
+    from train.generate.lengths import ARM_MEDIAN, MIN_LENGTH, arm_sigma
+
     rng = np.random.default_rng(seed)
     prompt_lengths = rng.integers(1000, 12001, tasks)
     prompts = [rng.integers(3, vocab, n).tolist() for n in prompt_lengths]
-    sigma = math.log(cap / 3000) / 1.2816 if cap > 3000 else 1.0  # P(L > cap) = 10%
-    lengths = np.clip(rng.lognormal(math.log(3000), sigma, tasks * siblings), 16, cap).astype(int).tolist()
+    # the arm mix of train.generate.lengths (`--set bench_lengths=arm`): P(L > cap) = 10%
+    lengths = np.clip(rng.lognormal(math.log(ARM_MEDIAN), arm_sigma(cap), tasks * siblings), MIN_LENGTH,
+                      cap).astype(int).tolist()
     rows = [prompts[i // siblings] for i in range(tasks * siblings)]
     return rows, lengths
 

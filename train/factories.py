@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from warehouse.arms import Arm
 from warehouse.errors import TerminalError
 
-from train.settings import Knobs, RunOptions
+from train.settings import Knobs, RunOptions, resolve_settings
 
 if TYPE_CHECKING:
     from train.learn.checkpoint import ResumePoint
@@ -88,8 +88,9 @@ def load_run_policy(opts: RunOptions, arm: Arm, log) -> Policy:
     from train.tiny.policy import resolve_model_path
 
     lora = (arm.lora_rank, arm.lora_alpha) if opts.learn else None
+    knobs = resolve_settings(opts)[1]
     return load_policy(resolve_model_path(opts.model, opts.tiny_cache, log=log), opts.device, lora=lora,
-                       seed=opts.seed)
+                       seed=opts.seed, random_weights=knobs.bench_random_weights)
 
 
 def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):
@@ -101,7 +102,7 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):
         return VLLMBackend(str(policy.path), policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6,
                            max_model_len=arm.total_cap, seed=opts.seed, device=str(policy.device),
                            tensor_parallel_size=knobs.tensor_parallel_size, temperature=knobs.temperature,
-                           weight_sync=sync, sleep=sleep and opts.learn)
+                           weight_sync=sync, sleep=sleep and opts.learn, random_weights=knobs.bench_random_weights)
     from train.generate.hf import HFBackend
 
     return HFBackend(policy.model, policy.tokenizer, gpu_memory_utilization=arm.gpu_memory_utilization or 0.6)
@@ -138,12 +139,13 @@ def round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backend
                   progress=None, monitor=None) -> RoundContext:
     from train.env import Limits, LocalExecutor
     from train.generate.base import SamplingConfig
+    from train.generate.lengths import check_mix
     from train.rollout.round import RoundContext
     from train.rollout.tree import SearchSettings
 
     sampling = SamplingConfig(max_new_tokens=arm.response_cap or 4096, prompt_cap=arm.prompt_cap,
                               total_cap=arm.total_cap, temperature=knobs.temperature,
-                              top_p=knobs.top_p, top_k=knobs.top_k)
+                              top_p=knobs.top_p, top_k=knobs.top_k, forced_lengths=check_mix(knobs.bench_lengths))
     settings = SearchSettings(siblings=arm.siblings_per_expansion, expansions_per_round=arm.expansions_per_round,
                               initial_drafts=knobs.initial_drafts, draft_prob=knobs.draft_prob,
                               softmax_temperature=knobs.softmax_temperature)

@@ -32,6 +32,7 @@ from train.progress import step_line
 from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
 from train.weight_sync import generation_copy, sync_generator, update_weights
+from warehouse.errors import TerminalError
 from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
 
 
@@ -92,6 +93,8 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
         log(f"Generation: {choice.name} {choice.version or ''} ({choice.reason})")
         prepare_model(opts, team, log)
     run_id, base = team.share((run_id, base))
+    if team.main:  # before loading: a phase that cannot fit stops the run here, in one line
+        fit_check(opts, arm, knobs, choice.name, len(tasks), log)
     policy = load_run_policy(opts, arm, log)
     if writer is not None:  # the token view decodes the run's tokens with this directory's tokenizer
         writer.run.overrides = {**writer.run.overrides, "model_dir": str(policy.path.resolve())}
@@ -100,14 +103,15 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
     if learner is not None and team.sharded:
         sync_generator(generator, learner, team)
     progress = None if opts.quiet or monitor is not None else log
+    offload = base_offload(knobs, opts, learner, policy, log)  # before the engine sizes its memory
     with team.alone():
         backend = deal_over_ranks(make_backend(opts, arm, knobs, generator), team, progress)
         ctx = round_context(opts, arm, knobs, tasks, backend, run_id, log, progress, monitor) if team.main else None
 
     # --- the rounds: gen, then the GRPO step, then the round's rows in one transaction
     first = opts.first_round or (resume.step + 1 if resume else 1)
-    if learner is not None and resume is not None and backend.capabilities.own_weights:
-        # the backend loaded the base model: it must sample from the resumed adapter's weights
+    if learner is not None and (resume is not None or knobs.bench_random_weights) and backend.capabilities.own_weights:
+        # the backend loaded the base model (or dummy weights): it must sample from the policy's
         update_weights(backend, learner, opts, run_id, first - 1, team, generator, log)
     report = RunReport(run_id)
     # the global step of the weights the generator samples from: the resumed adapter's, else the base's
@@ -128,10 +132,16 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
             if monitor is not None:
                 monitor.step_started(round_no)
             samples = team.share(round_samples(result) if team.main else None)
+            if offload is not None:  # the engine sleeps: the base weights come back for the step
+                moved, seconds = timed(offload.restore)
+                log(f"  policy offload: {moved / 2**30:.1f} GiB of base weights back on the device in {seconds:.1f} s")
             metrics = learner.step(samples, timer, round_no)  # old_log_prob, ref, adv, update_actor
             if team.main:
                 record_round(result, version, learner.tokens, step=round_no)
             with timer.phase("update_weights"):
+                if offload is not None:  # the merged sync reads them from the host copy
+                    freed, seconds = timed(offload.offload)
+                    log(f"  policy offload: {freed / 2**30:.1f} GiB of base weights off the device in {seconds:.1f} s")
                 update_weights(backend, learner, opts, run_id, round_no, team, generator, log)
             version = round_no
             if opts.checkpoint_root and round_no % max(opts.checkpoint_every, 1) == 0:
@@ -160,6 +170,42 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
         report.spooled, report.spool_root = writer.spooled, str(writer.spool_root.resolve())
         report.load_command = writer.load_command()
     return report
+
+
+def fit_check(opts: RunOptions, arm, knobs, backend: str, tasks: int, log):
+    """train.fit's estimate of each phase's peak for this model, arm and device."""
+    from train.fit import check_fit
+    from train.tiny.policy import resolve_model_path
+
+    if opts.device == "cpu" and not knobs.device_memory_gib:
+        return None
+    rows = arm.siblings_per_expansion * arm.expansions_per_round * tasks
+    return check_fit(resolve_model_path(opts.model, opts.tiny_cache, log=log), arm, knobs, opts, backend, rows, log)
+
+
+def timed(fn):
+    """(fn(), seconds it took)."""
+    import time
+
+    start = time.perf_counter()
+    return fn(), time.perf_counter() - start
+
+
+def base_offload(knobs, opts: RunOptions, learner, policy, log):
+    """`--set policy_offload=host`: the policy's frozen base weights to pinned host memory now
+    (train.policy.offload), or None. Only where the engine has weights of its own."""
+    from train.generate.choice import backend_class
+    from train.policy.offload import BaseOffload, check_offload
+
+    if check_offload(knobs.policy_offload) == "off" or learner is None:
+        return None
+    if not backend_class(opts.backend).capabilities.own_weights:
+        raise TerminalError(f"--set policy_offload=host: the {opts.backend} backend generates with the policy's own "
+                            "weights; use --backend vllm or policy_offload=off")
+    offload = BaseOffload(learner.policy.model)
+    freed = offload.offload()
+    log(f"Policy offload: {freed / 2**30:.1f} GiB of frozen base weights in host memory while the engine generates")
+    return offload
 
 
 def generate_round(round_no: int, trees, ctx, team, backend):

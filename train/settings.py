@@ -89,6 +89,16 @@ class Knobs:
     # the update's variant (train.learn.variant; recorded in step_metrics each step)
     keep_layers: int = -1  # decoder layers not checkpointed; -1: as many as the memory left after generation fits
     compile_norms: str = "auto"  # auto | on | off: RMSNorms compiled during update_actor (auto: on a GPU)
+    # one GPU holding what each phase needs (train.policy.offload): host = the policy's frozen base
+    # weights in pinned host memory while the engine generates, copied back for the step
+    policy_offload: str = "off"  # off | host
+    # benchmarks on random weights (train.generate.lengths, train.policy.loader): each completion's
+    # length forced from a named mix (off | arm | cap); the model directory's config only, the
+    # trainer's weights drawn on the device and the engine's dummy ones replaced by them before round 1
+    bench_lengths: str = "off"
+    bench_random_weights: bool = False
+    # the fit check before loading (train.fit): the device's memory in GiB (0: read it from the device)
+    device_memory_gib: float = 0.0
 
 
 STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")

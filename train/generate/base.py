@@ -41,6 +41,9 @@ class SamplingConfig:
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k filtering
     seed: int = 0
+    # benchmarks on random weights: each row's length forced from this mix, EOS ignored
+    # (train.generate.lengths; "off": the policy's own lengths)
+    forced_lengths: str = "off"
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,18 @@ class HFBackend:
                     done[i] = [got[i][j] for j in sorted(got[i])]
                     on_request(i, done[i])
 
-        sampled = self._sample_rows([plans[i] for i, _ in rows], sampling, [row for _, row in rows], on_row)
+        row_plans = [plans[i] for i, _ in rows]
+        if sampling.forced_lengths != "off":  # each row stops at its drawn length, EOS ignored
+            from train.generate.lengths import forced_lengths
+
+            budgets = [p.max_new_tokens for i in range(len(requests)) for p in [plans[i]] * len(noise[i])]
+            lengths = forced_lengths(sampling.forced_lengths, budgets, sampling.seed)
+            row_plans = [dataclasses.replace(plans[i], max_new_tokens=lengths[row]) for i, row in rows]
+        self.forcing = sampling.forced_lengths != "off"
+        try:
+            sampled = self._sample_rows(row_plans, sampling, [row for _, row in rows], on_row)
+        finally:
+            self.forcing = False
         for (i, _), (ids, lps) in zip(rows, sampled):
             if i not in done:
                 out[i].append(completion(i, ids, lps))
@@ -137,6 +148,8 @@ class HFBackend:
 
     @property
     def eos_ids(self) -> list[int]:
+        if getattr(self, "forcing", False):  # forced lengths: no row ends early
+            return []
         ids = {self.tokenizer.eos_token_id}
         configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         ids.update(configured if isinstance(configured, (list, tuple)) else [configured])

@@ -113,23 +113,44 @@ def merged_weights(model):
     every step). A model without adapters yields its own parameters."""
     import torch
 
+    from train.policy.offload import offload_of
+
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    offload = offload_of(model) or offload_of(base)  # base weights in host memory: read from there
     wrapped = {name: module for name, module in base.named_modules() if hasattr(module, "get_delta_weight")}
     with torch.no_grad():
         for name, param in base.named_parameters():
             if ".lora_" in name or ".modules_to_save." in name:
                 continue
+            value = offload.source(param) if offload is not None else param
             owner, _, leaf = name.rpartition(".")
             if owner.endswith(".base_layer") and leaf == "weight" and owner[:-len(".base_layer")] in wrapped:
-                yield name.replace(".base_layer", ""), _merged(wrapped[owner[:-len(".base_layer")]], param)
+                yield name.replace(".base_layer", ""), _merged(wrapped[owner[:-len(".base_layer")]], value)
             else:
-                yield name.replace(".base_layer", ""), param
+                if value is not param:  # a host copy: on the device one tensor at a time
+                    value = value.to(offload.device, non_blocking=True)
+                yield name.replace(".base_layer", ""), value
+
+
+def checkpoint_names(weights):
+    """A multimodal checkpoint's names for a text-only policy's weights: transformers builds
+    Qwen3.5's text model (`model.layers.N...`) from its ConditionalGeneration config, while vLLM
+    loads that architecture under `model.language_model.`."""
+    for name, tensor in weights:
+        if name.startswith("model.") and not name.startswith(("model.language_model.", "model.visual.")):
+            name = "model.language_model." + name[len("model."):]
+        yield name, tensor
 
 
 def _merged(module, weight):
+    """`weight` + the module's LoRA deltas, computed on the adapter's device (a host copy of the
+    base weight is copied there first: one tensor at a time on the GPU)."""
     deltas = [module.get_delta_weight(adapter).float() for adapter in module.active_adapters
               if adapter in module.lora_A]
-    return (weight.float() + sum(deltas)).to(weight.dtype) if deltas else weight
+    if not deltas:
+        return weight
+    weight = weight.to(deltas[0].device, non_blocking=True)
+    return (weight.float() + sum(deltas)).to(weight.dtype)
 
 
 class VLLMBackend:
@@ -144,10 +165,12 @@ class VLLMBackend:
     def __init__(self, model_path: str, tokenizer, gpu_memory_utilization: float = 0.6,
                  max_model_len: int | None = None, seed: int = 0, tensor_parallel_size: int = 1,
                  device: str = "cuda", temperature: float = 1.0, weight_sync: str = "merged",
-                 sleep: bool = False):
+                 sleep: bool = False, random_weights: bool = False):
         """`max_model_len`: the arm's total cap; the model's position limit bounds it (`notes`
         says so). `temperature`: the run's, which picks how vLLM reports logprobs. `sleep`: free
-        the engine's GPU memory between generation and the next weight sync (CUDA only)."""
+        the engine's GPU memory between generation and the next weight sync (CUDA only).
+        `random_weights`: the directory holds a config only (benchmarks): the engine starts on
+        vLLM's dummy weights, and the run loads the policy's into it before round 1."""
         if weight_sync not in WEIGHT_SYNCS:
             raise TerminalError(f"--set vllm_weight_sync={weight_sync}: use {' or '.join(WEIGHT_SYNCS)}")
         if weight_sync == "merged" and tensor_parallel_size > 1:
@@ -167,6 +190,7 @@ class VLLMBackend:
         self.sleep_enabled = sleep and not str(device).startswith("cpu")
         self.asleep: list[str] = []  # the engine's memory tags asleep now (vLLM: "weights", "kv_cache")
         self.max_model_len, note = resolve_max_model_len(model_path, max_model_len)
+        self.multimodal = "language_model_only" in _model_kwargs(model_path, False)
         self.notes = [f"vLLM: {note}"] if note else []
         lora = {"enable_lora": True, "max_lora_rank": MAX_LORA_RANK} if weight_sync == "lora" else {}
         try:
@@ -174,7 +198,8 @@ class VLLMBackend:
                 self.llm = LLM(model=str(model_path), max_model_len=self.max_model_len, seed=seed,
                                enable_prefix_caching=True, tensor_parallel_size=tensor_parallel_size,
                                logprobs_mode=logprobs_mode(temperature), enable_sleep_mode=self.sleep_enabled,
-                               **lora, **_device_kwargs(device, gpu_memory_utilization))
+                               **lora, **_device_kwargs(device, gpu_memory_utilization),
+                               **_model_kwargs(model_path, random_weights))
         except (ValueError, RuntimeError) as err:  # vLLM's config checks and engine start-up
             raise TerminalError(f"vLLM could not start on {model_path}: {_first_line(err)}") from err
         self.lora_request = None
@@ -196,15 +221,41 @@ class VLLMBackend:
         live = [i for i, p in enumerate(plans) if p.error is None]
         if not live:
             return out
-        index = self._enqueue({i: (plans[i].token_ids, SamplingParams(
-            n=requests[i].n, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
-            max_tokens=plans[i].max_new_tokens, logprobs=0, seed=sampling.seed + i, detokenize=False,
-            output_kind=RequestOutputKind.FINAL_ONLY)) for i in live})
+
+        def params(i: int, n: int, seed: int, forced: int | None = None):
+            return SamplingParams(
+                n=n, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
+                max_tokens=forced or plans[i].max_new_tokens, min_tokens=forced or 0, ignore_eos=forced is not None,
+                logprobs=0, seed=seed, detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY)
+
+        if sampling.forced_lengths != "off":
+            return self._generate_forced(requests, plans, live, sampling, params, out, on_request)
+        index = self._enqueue({i: (plans[i].token_ids, params(i, requests[i].n, sampling.seed + i)) for i in live})
         for output in self._finished(set(index)):
             i = index[output.request_id]
             out[i] = [self._completion(requests[i], plans[i], sample) for sample in output.outputs]
             if on_request is not None:
                 on_request(i, out[i])
+        return out
+
+    def _generate_forced(self, requests, plans, live, sampling, params, out, on_request):
+        """Forced lengths (train.generate.lengths): each sibling its own request (n=1) with its
+        drawn length, EOS ignored; a request is handed on once its last sibling ends. The
+        prefix cache still shares each prompt's KV among its siblings."""
+        from train.generate.lengths import forced_lengths
+
+        rows = [(i, j) for i in live for j in range(requests[i].n)]
+        lengths = forced_lengths(sampling.forced_lengths, [plans[i].max_new_tokens for i, _ in rows], sampling.seed)
+        index = self._enqueue({k: (plans[i].token_ids, params(i, 1, sampling.seed + 1000 * i + j, lengths[k]))
+                               for k, (i, j) in enumerate(rows)})
+        got: dict[int, dict] = {i: {} for i in live}
+        for output in self._finished(set(index)):
+            i, j = rows[index[output.request_id]]
+            got[i][j] = self._completion(requests[i], plans[i], output.outputs[0])
+            if len(got[i]) == requests[i].n:
+                out[i] = [got[i][j] for j in range(requests[i].n)]
+                if on_request is not None:
+                    on_request(i, out[i])
         return out
 
     def _enqueue(self, prompts: dict) -> dict:
@@ -260,7 +311,10 @@ class VLLMBackend:
         if self.weight_sync != "merged":
             raise TerminalError("load_weights needs vllm_weight_sync=merged; the lora sync serves adapters instead")
         self.wake(["weights"])  # the KV cache stays freed until the weights are in
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": merged_weights(model)})
+        weights = merged_weights(model)
+        if self.multimodal:
+            weights = checkpoint_names(weights)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.wake()
         self.llm.reset_prefix_cache()
 
@@ -322,6 +376,19 @@ def _device_kwargs(device: str, gpu_memory_utilization: float) -> dict:
     if str(device).startswith("cpu"):
         return {"dtype": "float32", "enforce_eager": True, "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES}
     return {"dtype": "bfloat16", "gpu_memory_utilization": gpu_memory_utilization}
+
+
+def _model_kwargs(model_path, random_weights: bool) -> dict:
+    """Engine settings that follow the model directory: a multimodal config (e.g. Qwen3.5's
+    ConditionalGeneration) serves text only, as the policy is trained (its vision tower gets no
+    inputs, so no image processor is built); a config-only directory starts on dummy weights
+    with no tokenizer (the backend sends token ids and decodes with the policy's tokenizer)."""
+    config_file = Path(model_path) / "config.json"
+    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    out = {"language_model_only": True} if "vision_config" in config else {}
+    if random_weights:
+        out.update(load_format="dummy", skip_tokenizer_init=True)
+    return out
 
 
 def _first_line(err: BaseException) -> str:

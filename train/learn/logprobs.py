@@ -82,13 +82,22 @@ def row_logprobs(policy, row: PackedRow, chunk: int = 2048):
     """
     lm = causal_lm(policy)
     device = lm.get_output_embeddings().weight.device
+    bounds = boundaries(row.lengths)
+    if _linear_attention(lm):  # its kernels (flash-linear-attention) read the boundaries on the device
+        bounds = bounds.to(device)
     with packed_attention(lm):
         out = lm.get_decoder()(
             input_ids=row.input_ids.to(device), position_ids=position_ids(row.lengths, device),
-            cu_seq_lens_q=boundaries(row.lengths), use_cache=False,
+            cu_seq_lens_q=bounds, use_cache=False,
         )
         hidden = out.last_hidden_state[0, row.pred_index.to(device)]  # (n, H)
         return chunked_logprobs(lm.get_output_embeddings(), hidden, row.targets.to(device), chunk)
+
+
+def _linear_attention(lm) -> bool:
+    """A hybrid model (Qwen3.5): some layers are linear attention."""
+    config = getattr(lm.config, "text_config", None) or lm.config
+    return "linear_attention" in (getattr(config, "layer_types", None) or ())
 
 
 def plain_logprobs(policy, prompt: Sequence[int], response: Sequence[int]) -> torch.Tensor:

@@ -47,9 +47,11 @@ def pick_device(device: str | None = None):
 
 
 def load_policy(path: str | Path, device: str | None = None, lora: tuple[int, int] | None = None,
-                seed: int = 0) -> Policy:
+                seed: int = 0, random_weights: bool = False) -> Policy:
     """Tokenizer + model from the model directory `path` on `device`; wrapped with LoRA (rank,
-    alpha) when given, its initial weights drawn from `seed` (see `wrap_lora`)."""
+    alpha) when given, its initial weights drawn from `seed` (see `wrap_lora`). `random_weights`
+    (benchmarks): the directory's config only, the weights drawn on the device from `seed`
+    (a 27B checkpoint need not exist on disk)."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -59,7 +61,7 @@ def load_policy(path: str | Path, device: str | None = None, lora: tuple[int, in
     if dev.type == "cpu":
         quiet_cpu_threads()
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = _load_model(path, dev)
+    model = _random_model(path, dev, seed) if random_weights else _load_model(path, dev)
     if lora is not None:
         model = wrap_lora(model, *lora, seed=seed)
     model.eval()
@@ -78,6 +80,24 @@ def _load_model(path: Path, device):
 
         model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
     return model.to(device)
+
+
+def _random_model(path: Path, device, seed: int):
+    """The model the directory's config describes, built on `device` with random weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    config = AutoConfig.from_pretrained(path)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.device(device):
+        torch.manual_seed(seed)
+        try:
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        except ValueError:  # a multimodal config (e.g. Qwen3.5 ConditionalGeneration)
+            from transformers import AutoModelForImageTextToText
+
+            model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    return model
 
 
 def wrap_lora(model, rank: int, alpha: int, seed: int = 0):
