@@ -23,7 +23,7 @@ ROWS = 64  # 4 tasks x 16 siblings
 # (shape, arm, card) -> what a device run showed (benchmarks/RESULTS.md); the rest are estimates
 MEASURED = {
     ("qwen3_8b", "hr24k_u6", "H200"): "measured: `train run`, two rounds in one process, 87.1 / 85.2 s, no OOM "
-                                      "(RESULTS.md, vLLM section, tenth session)",
+                                      "(RESULTS.md, vLLM section, 2026-12-04)",
     **{("qwen3_5_27b", arm, "H100"): "measured (the update alone, big_bench.py): the step ran at 8,192 and 10,240 "
                                      "tokens (69.0 / 68.9 GiB) and ran out of memory at 12,288 (70.6 GiB allocated)"
        for arm in ("hr", "hr16k", "hr24k_u6", "hr32k")},

@@ -95,10 +95,11 @@ class Learner:
 
     def save(self, root: str, run_id: str, step: int):
         """The step's checkpoint; the run's older ones beyond the newest KEEP_STEPS are deleted."""
-        from train.learn.checkpoint import _rank, prune, save_checkpoint
+        from train.learn.checkpoint import prune, save_checkpoint
+        from train.learn.fsdp import world
 
         out = save_checkpoint(root, run_id, step, self.policy.model, self.optimizer)
-        if _rank() == 0:
+        if world()[0] == 0:  # rank 0 deletes
             prune(root, run_id)
         return out
 

@@ -60,9 +60,22 @@ class EngineBackend(CannedBackend):
         self.weights: dict = {}
 
     def generate(self, requests, sampling):
+        from tests.train.test_run import BAD, GOOD
+        from train.generate.base import completion_from_tokens, plan_prompts
+
         frozen = [p for p in self.policy.model.parameters() if not p.requires_grad]
         self.log.append(("gen", all(p.numel() == 0 for p in frozen)))
-        return super().generate(requests, sampling)
+        # the valid and the crashing sibling answer with different tokens: with the same tokens
+        # their opposite advantages cancel in the gradient and no step would move the weights
+        out = []
+        for request, plan in zip(requests, plan_prompts(self.tokenizer, requests, sampling)):
+            out.append([])
+            for i in range(request.n):
+                ids = [1, 2, 3] if i % 2 == 0 else [4, 5, 6]
+                c = completion_from_tokens(self.tokenizer, request.messages, plan.token_ids, ids, [-0.5] * 3)
+                c.raw_completion = f"Plan.\n\n```python\n{GOOD if i % 2 == 0 else BAD}\n```"
+                out[-1].append(c)
+        return out
 
     def load_weights(self, model) -> None:
         from train.generate.vllm_backend import merged_weights
