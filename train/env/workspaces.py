@@ -23,6 +23,7 @@ import os
 import secrets
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,27 @@ def new_workspace(root: str | Path | None) -> Path:
 
 
 _HELD: dict = {}  # token -> this process's open lock file, held until it exits
+_TOKEN_LOCK = threading.Lock()  # the first nodes of a process stage on several threads at once
+
+
+def _owner_token(root: str) -> str:
+    """This process's token under ``root``, its lock taken and held.
+
+    The lock file is locked under a name the sweep does not read and only then renamed to
+    ``owner-<token>.lock``: a sweep (another process's, or this one's on another thread) that
+    found the file before its owner locked it would take the lock itself, call the owner dead
+    and leave the owner's ``flock`` failing with EAGAIN."""
+    with _TOKEN_LOCK:
+        return _owner_token_locked(root)
 
 
 @functools.cache
-def _owner_token(root: str) -> str:
-    """This process's token under ``root``, its lock taken and held."""
+def _owner_token_locked(root: str) -> str:
     token = secrets.token_hex(6)
-    lock = open(Path(root) / f"owner-{token}.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    pending = Path(root) / f".pending-{token}.lock"
+    lock = open(pending, "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a name no one else knows: never refused
+    os.rename(pending, Path(root) / f"owner-{token}.lock")
     _HELD[token] = lock
     return token
 

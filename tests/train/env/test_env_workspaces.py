@@ -248,3 +248,32 @@ def test_a_dead_runs_tree_that_cannot_be_removed_does_not_block_the_next_node(tm
     held = next(p for p in root.glob("owner-*.lock"))
     with open(held) as fh, pytest.raises(BlockingIOError):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours, held
+
+
+def test_a_sweep_between_an_owners_file_and_its_lock_does_not_take_the_owner_for_dead(tmp_path, monkeypatch):
+    """Another thread's (or process's) sweep that runs while this process makes its owner lock
+    neither takes that lock nor fails the node: the file is locked before the sweep can see it.
+    (Under load, that window made a node's staging fail with EAGAIN and its record infra.)"""
+    root = tmp_path / "root"
+    root.mkdir()
+    real_flock, swept = fcntl.flock, []
+
+    def flock_after_a_sweep(fd, op):
+        if not swept:
+            swept.append(None)
+            workspaces._HELD.clear()  # as another process sees it: no token of ours is known
+            swept[0] = workspaces.sweep(root)
+        return real_flock(fd, op)
+
+    held = dict(workspaces._HELD)
+    monkeypatch.setattr(workspaces.fcntl, "flock", flock_after_a_sweep)
+    try:
+        made = workspaces.new_workspace(root)
+    finally:
+        workspaces._HELD.update(held)
+    monkeypatch.setattr(workspaces.fcntl, "flock", real_flock)
+    assert made.is_dir() and swept == [[]]
+    [lock] = root.glob("owner-*.lock")
+    assert made.name.startswith(f"node-{lock.name[len('owner-'):-len('.lock')]}-")
+    with open(lock) as fh, pytest.raises(BlockingIOError):
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by its owner, this process
