@@ -429,10 +429,13 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     fallback_ns = caps.namespaces and not caps.bwrap
     return {
         "network": fallback_ns, "hidden": hidden, "uid": uid,
+        # not root: the namespaces are made in a user namespace of the launcher's own
+        "userns": [os.getuid(), os.getgid()] if fallback_ns and os.geteuid() != 0 else None,
         "reveal": reveal, "status_fd": status_fd,
-        # the fallback's own /tmp and /dev/shm (tmpfs, capped at the memory limit, counted by the
-        # meter), with what the node needs from under them (its workspace, its Python) bound back
-        "private": {"dirs": list(PRIVATE_DIRS), "size": mem,
+        # the fallback's own /tmp, /var/tmp and /dev/shm (tmpfs, capped at the memory limit,
+        # counted by the meter), with what the node needs from under them (its workspace, its
+        # Python) bound back; every host Unix socket outside them and its workspace covered
+        "private": {"dirs": list(PRIVATE_DIRS), "size": mem, "own": [str(workspace.resolve())],
                     "keep": _kept_under(PRIVATE_DIRS, [str(workspace), *_python_dirs(limits.python)])}
         if fallback_ns else None,
         "argv": [limits.python, "-u", "solution.py"],
@@ -447,7 +450,7 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     }
 
 
-PRIVATE_DIRS = ("/tmp", "/dev/shm")
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def _python_dirs(python: str) -> tuple[str, ...]:

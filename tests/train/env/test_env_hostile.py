@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -29,9 +30,10 @@ from tests.isolation import REQUIRED, lacking
 REPO = Path(__file__).resolve().parents[3]
 HOSTILE = Path(__file__).parent / "cases" / "hostile"
 TASK = "mini-tabular-accuracy"
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not REQUIRED,
-                                reason="needs bubblewrap (apt-get install bubblewrap): without it train env "
-                                       "check refuses to run a solution at all")
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and shutil.which("unshare") is None and not REQUIRED,
+                                reason="needs bubblewrap (apt-get install bubblewrap) or namespaces for the "
+                                       "fallback: without either train env check refuses to run a solution")
+SANDBOXES = ["bwrap", "fallback"]  # the fallback: --unsafe-no-sandbox where namespaces work
 
 
 def _hardlink_tree(src: Path, dest: Path) -> None:
@@ -74,8 +76,8 @@ def _copy_source(dest: Path) -> None:
 def installed(tmp_path_factory):
     from train.env import capabilities
 
-    if not capabilities().bwrap:
-        lacking(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
+    if not capabilities().bwrap and not capabilities().namespaces:
+        lacking(f"{capabilities().bwrap_missing}, and no namespaces for the fallback: nothing to attack here")
     base = tmp_path_factory.mktemp("hostile")
     here = Path(sysconfig.get_paths()["purelib"])
     if os.stat(base).st_dev != os.stat(here).st_dev:  # hard links need one filesystem: beside the venv
@@ -96,11 +98,24 @@ def _installed(base: Path) -> dict:
     return {"venv": venv, "env": env, "base": base}
 
 
-def _check(installed, code: str) -> dict:
+@pytest.fixture(autouse=True)
+def _sandbox_here(request):
+    """Each test needs the sandbox it attacks: bubblewrap, or namespaces for the fallback."""
+    from train.env import capabilities
+
+    sandbox = request.node.callspec.params.get("sandbox", "bwrap") if hasattr(request.node, "callspec") else "bwrap"
+    if sandbox == "bwrap" and not capabilities().bwrap:
+        lacking(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
+    if sandbox == "fallback" and not capabilities().namespaces:
+        lacking("no mount and network namespaces (root or user namespaces): the fallback isolates nothing to attack")
+
+
+def _check(installed, code: str, sandbox: str = "bwrap") -> dict:
     path = installed["base"] / f"solution-{uuid.uuid4().hex[:8]}.py"
     path.write_text(code)
+    unsafe = ["--unsafe-no-sandbox"] if sandbox == "fallback" else []
     out = subprocess.run([installed["venv"] / "bin" / "train", "env", "check", TASK, "--code", str(path),
-                          "--timeout", "240", "--format", "json"],
+                          "--timeout", "240", "--format", "json", *unsafe],
                          capture_output=True, text=True, env=installed["env"], cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
@@ -154,22 +169,74 @@ def test_a_hostile_solution_does_not_score(installed, name):
     assert not any(Path(f).is_relative_to(data_dir) or str(REPO) in f for f in report["found"]), report
 
 
-def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(installed):
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(installed, sandbox):
+    """The real answers left in the host's /tmp, /var/tmp and /dev/shm: the node finds none,
+    and what it writes into each of them is gone with it (under bubblewrap they do not exist;
+    the fallback gives it a private tmpfs on each)."""
     token = f"hostile-{uuid.uuid4().hex[:12]}"
-    planted = Path("/tmp") / token / "answers.csv"  # the real answers, left in the host's /tmp
-    planted.parent.mkdir()
-    shutil.copy(_answers(installed), planted)
+    dirs = [Path(d) / f"{token}-host" for d in ("/tmp", "/var/tmp", "/dev/shm")]
+    for where in dirs:
+        where.mkdir(mode=0o755)
+        shutil.copy(_answers(installed), where / "answers.csv")
+        os.chmod(where / "answers.csv", 0o644)  # open to any uid, the node's too
     try:
-        record = _check(installed, _hostile("host_tmp.py", TOKEN=token))
+        record = _check(installed, _hostile("host_tmp.py", TOKEN=token), sandbox)
         report = _report(record)
-        left = [Path(d) / token for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).is_file()]
+        left = [Path(d) / token for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).exists()]
     finally:
-        shutil.rmtree(planted.parent, ignore_errors=True)
-        for d in ("/var/tmp", "/dev/shm"):
+        for where in dirs:
+            shutil.rmtree(where, ignore_errors=True)
+        for d in ("/tmp", "/var/tmp", "/dev/shm"):
             Path(d, token).unlink(missing_ok=True)
     assert record["status"] == "ok" and report["found"] == [], report
     assert record["test_metric"] < 1.0
     assert left == []
+
+
+def _listener(kind: str, token: str):
+    """(a socket the host listens on, the values that point host_socket.py at it, what to clean)."""
+    none = {"TARGET_PATH": "-", "TARGET_ABSTRACT": "-", "TARGET_PORT": "-"}
+    if kind == "abstract":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(f"\0{token}")
+        return s, {**none, "TARGET_ABSTRACT": token}, None
+    if kind == "tcp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        return s, {**none, "TARGET_PORT": s.getsockname()[1]}, None
+    where = Path(tempfile.mkdtemp(prefix=f"{token}-", dir=kind))  # /tmp, /var/tmp or /run
+    os.chmod(where, 0o755)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(where / "sock"))
+    os.chmod(where / "sock", 0o777)  # any uid may connect, the node's too
+    return s, {**none, "TARGET_PATH": where / "sock"}, where
+
+
+@pytest.mark.parametrize("sandbox", ["fallback"])
+@pytest.mark.parametrize("kind", ["/tmp", "/var/tmp", "/run", "abstract", "tcp"])
+def test_a_node_in_the_fallback_reaches_no_socket_of_the_host(installed, sandbox, kind):
+    """A Unix socket the host listens on in /tmp, /var/tmp or /run (mode 777 in a directory of
+    mode 755: any uid may connect), an abstract one, TCP on 127.0.0.1: the host connects to each
+    (the control; test_env_fallback.py's control connects as another uid); the fallback's node
+    connects to none."""
+    token = f"hostile-{uuid.uuid4().hex[:12]}"
+    listener, values, where = _listener(kind, token)
+    try:
+        listener.listen(4)
+        listener.setblocking(False)
+        with socket.socket(listener.family, socket.SOCK_STREAM) as control:  # the host reaches it
+            control.connect(listener.getsockname())
+        listener.accept()[0].close()
+        record = _check(installed, _hostile("host_socket.py", **values), sandbox)
+        sockets = next(l for l in record["term_tail"].splitlines() if l.startswith("SOCKETS "))
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing from the node arrived
+    finally:
+        listener.close()
+        if where is not None:
+            shutil.rmtree(where, ignore_errors=True)
+    assert record["status"] == "ok" and "'reached': []" in sockets, sockets
 
 
 # --- what a node leaves behind: the trainer follows none of it, removes all of it ----------------

@@ -417,8 +417,9 @@ def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(li
         lacking("root, for a uid of each node's own")
     import tempfile
 
-    # a root outside /tmp, which the fallback shows the node as the host has it
-    root = tempfile.mkdtemp(prefix="rollout-test-", dir="/var/tmp")
+    # a root outside /tmp, /var/tmp and /dev/shm (the fallback's are the node's own): one it
+    # shows the node as the host has it
+    root = tempfile.mkdtemp(prefix="rollout-test-", dir="/run")
     os.chmod(root, 0o755)
     limits = dataclasses.replace(limits, workspace_root=root)
     task = load_task("mini-tabular-accuracy")
@@ -443,7 +444,7 @@ def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(li
 
 
 def test_the_fallback_gives_a_node_its_own_tmp_and_dev_shm(limits, tmp_path):
-    """Where namespaces work, the fallback's /tmp and /dev/shm are the node's own: it finds
+    """Where namespaces work, the fallback's /tmp, /var/tmp and /dev/shm are the node's own: it finds
     nothing the host keeps there, and what it writes there goes with it."""
     import uuid
 
@@ -453,14 +454,14 @@ def test_the_fallback_gives_a_node_its_own_tmp_and_dev_shm(limits, tmp_path):
     planted = Path("/tmp") / f"{token}-host"
     planted.write_text("the host's")
     code = (f"import json, os\nfound = [p for p in ('/tmp/{token}-host',) if os.path.exists(p)]\n"
-            f"for d in ('/tmp', '/dev/shm'):\n    open(os.path.join(d, '{token}'), 'w').write('x')\n"
+            f"for d in ('/tmp', '/var/tmp', '/dev/shm'):\n    open(os.path.join(d, '{token}'), 'w').write('x')\n"
             "print('FOUND', json.dumps(found), flush=True)\n")
     try:
         record = evaluate_code(load_task("mini-tabular-accuracy"), code,
                                limits=dataclasses.replace(limits, allow_list=False))
     finally:
         planted.unlink()
-        left = [d for d in ("/tmp", "/dev/shm") if (Path(d) / token).exists()]
+        left = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).exists()]
         for d in left:
             (Path(d) / token).unlink()
     assert record["status"] == "no_submission", record["term_tail"]
