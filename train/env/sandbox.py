@@ -307,18 +307,63 @@ def capabilities() -> Capabilities:
     return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why)
 
 
-def cgroup_memory(root: str = "/sys/fs/cgroup") -> str:
+def cgroup_memory(mountinfo: str = "/proc/self/mountinfo", membership: str = "/proc/self/cgroup") -> str:
     """Why nodes get no cgroup of their own here, in a line."""
-    controllers = Path(root) / "cgroup.controllers"
-    if not controllers.is_file():
-        return f"no cgroup v2 hierarchy at {root} (cgroup v1 or hybrid)"
+    directory, why = cgroup_delegation(mountinfo, membership)
+    if directory is None:
+        return why
+    return (f"a delegated cgroup v2 group with memory and pids controllers is here ({directory}), but nodes "
+            "are not placed in cgroups of their own (not built)")
+
+
+def cgroup_delegation(mountinfo: str = "/proc/self/mountinfo",
+                      membership: str = "/proc/self/cgroup") -> tuple[Path | None, str]:
+    """(this process's cgroup v2 directory, "") where it offers the memory and pids controllers
+    and we may write it (a delegated subtree: what per-node cgroups with memory.max,
+    memory.swap.max and pids.max need); else (None, why not, in a line).
+
+    ``mountinfo`` and ``membership`` are /proc/self/mountinfo and /proc/self/cgroup: the
+    cgroup2 mount (on a hybrid host /sys/fs/cgroup/unified, beside the v1 hierarchies that
+    hold the memory controller), and our group in it (the ``0::`` line)."""
     try:
-        available = controllers.read_text().split()
+        mounts = Path(mountinfo).read_text().splitlines()
+        groups = Path(membership).read_text().splitlines()
     except OSError as exc:
-        return f"cannot read {controllers} ({exc.strerror})"
-    if "memory" not in available:
-        return f"the cgroup v2 memory controller is not delegated here ({controllers}: {' '.join(available) or 'none'})"
-    return "a cgroup v2 memory controller is here, but nodes are not placed in cgroups of their own"
+        return None, f"cannot read {exc.filename} ({exc.strerror})"
+    v2 = []  # (mount point, the hierarchy's path mounted there)
+    for line in mounts:
+        before, sep, after = line.partition(" - ")
+        fields = before.split()
+        if sep and after.split()[:1] == ["cgroup2"] and len(fields) >= 5:
+            v2.append((_unescape_mount(fields[4]), _unescape_mount(fields[3])))
+    if not v2:
+        return None, "no cgroup v2 hierarchy is mounted (cgroup v1 only)"
+    ours = next((line[3:] for line in groups if line.startswith("0::")), None)
+    if ours is None:
+        return None, f"this process is in no cgroup v2 group ({membership} has no 0:: line)"
+    found = [(point, root) for point, root in v2 if ours == root or ours.startswith(root.rstrip("/") + "/")]
+    if not found:
+        return None, f"our cgroup v2 group {ours} lies outside every mounted cgroup2 ({', '.join(p for p, _ in v2)})"
+    point, root = found[0]
+    directory = Path(point) / os.path.relpath(ours, root)
+    controllers = directory / "cgroup.controllers"
+    try:
+        offered = controllers.read_text().split()
+    except OSError as exc:
+        return None, f"cannot read {controllers} ({exc.strerror})"
+    missing = [c for c in ("memory", "pids") if c not in offered]
+    if missing:
+        return None, (f"the cgroup v2 group {directory} offers {' '.join(offered) or 'no controllers'}, not "
+                      f"{' and '.join(missing)} (a cgroup v1 or hybrid host keeps them in v1)")
+    for path in (directory, directory / "cgroup.subtree_control", directory / "cgroup.procs"):
+        if not os.access(path, os.W_OK):
+            return None, f"the cgroup v2 group {directory} is not delegated to us ({path} is not writable)"
+    return directory, ""
+
+
+def _unescape_mount(field: str) -> str:
+    """A path of /proc/self/mountinfo, whose spaces, tabs, newlines and backslashes are octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
