@@ -37,6 +37,7 @@ def _check(ret, what):
 
 MS_BIND = 0x1000
 MNT_DETACH = 2
+ENOENT, ENOTDIR = 2, 20
 
 
 def isolate(network, hidden, reveal=(), private=None, userns=False):
@@ -171,7 +172,10 @@ def _cover_sockets(libc, paths, spared):
         cover = os.path.join(scratch, "cover")
         os.close(os.open(cover, os.O_WRONLY | os.O_CREAT, 0o000))
         for path in targets:
-            _check(libc.mount(cover.encode(), path.encode(), None, MS_BIND, None), f"cover socket {path}")
+            if libc.mount(cover.encode(), path.encode(), None, MS_BIND, None) != 0:
+                errno = ctypes.get_errno()
+                if errno not in (ENOENT, ENOTDIR):  # gone since: nothing to cover; else it would stay open
+                    raise OSError(errno, f"cover socket {path}: {os.strerror(errno)}")
     finally:
         _check(libc.umount2(scratch.encode(), MNT_DETACH), "detach the socket cover's tmpfs")
 
