@@ -5,7 +5,11 @@ so its files sit in the interpreter's prefix, which the sandbox binds into every
 solution in ``cases/hostile/`` hunts for the answers one way (the prefix's site-packages, the
 checkout and its git history, the task generator, /proc of other processes, the host's /tmp)
 and submits what it found through ``train env check``. A solution that found the real answers
-would score accuracy 1.0 (the control below grades them so); each must score less.
+would score accuracy 1.0 (the control below grades them so); each must score less. Tests
+parametrized by ``sandbox`` attack the deny-list fallback too (``--unsafe-no-sandbox``, where
+namespaces work): its private /tmp, /var/tmp and /dev/shm, and the host's sockets. Each test
+skips, with the reason, where the sandbox it attacks is missing (fails under
+ROLLOUT_REQUIRE_ISOLATION=1).
 
 The venv reuses the running interpreter's site-packages as hard links (instant, no network),
 without the editable install's finder, then installs this checkout from a copy of its tree.
@@ -25,14 +29,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.isolation import REQUIRED, lacking
+from tests.isolation import lacking
 
 REPO = Path(__file__).resolve().parents[3]
 HOSTILE = Path(__file__).parent / "cases" / "hostile"
 TASK = "mini-tabular-accuracy"
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and shutil.which("unshare") is None and not REQUIRED,
-                                reason="needs bubblewrap (apt-get install bubblewrap) or namespaces for the "
-                                       "fallback: without either train env check refuses to run a solution")
 SANDBOXES = ["bwrap", "fallback"]  # the fallback: --unsafe-no-sandbox where namespaces work
 
 
