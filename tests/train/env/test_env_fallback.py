@@ -198,3 +198,43 @@ def test_the_node_reaches_no_socket_of_the_host(bench, kind):
         if where is not None:
             shutil.rmtree(where, ignore_errors=True)
     assert got["reached"] is False, got
+
+
+SHMGET = """import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+shmid = libc.shmget(KEY, 1 << 20, 0o1600)  # IPC_CREAT | 0600, left behind on purpose
+print(json.dumps({"shmid": shmid}))
+"""
+
+
+def _segment(key: int) -> list[str]:
+    """Lines of the host's /proc/sysvipc/shm for ``key`` (the host's IPC namespace)."""
+    return [line for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:] if int(line.split()[0]) == key]
+
+
+def test_the_nodes_sysv_segments_are_not_the_hosts(bench):
+    """A segment the node creates and leaves lives in its own IPC namespace: the host never
+    sees it, and it goes with the node. The control: the same code outside the sandbox leaves
+    one in the host's."""
+    import ctypes
+    import random
+
+    key = random.SystemRandom().randrange(1 << 24, 1 << 30)
+    code = SHMGET.replace("KEY", str(key))
+    control = subprocess.run([bench[0], "-c", code], capture_output=True, text=True, cwd="/", timeout=60,
+                             **_as_user())
+    shmid = json.loads(control.stdout)["shmid"]
+    try:
+        assert shmid >= 0, control.stderr
+        assert len(_segment(key)) == 1
+    finally:
+        ctypes.CDLL(None).shmctl(shmid, 0, None)  # IPC_RMID
+    assert _segment(key) == []
+    try:
+        got = _run(bench, code)
+        left = _segment(key)
+    finally:
+        for line in _segment(key):  # one that reached the host's namespace: not left there
+            ctypes.CDLL(None).shmctl(int(line.split()[1]), 0, None)
+    assert got["shmid"] >= 0  # made, in the node's namespace
+    assert left == []
