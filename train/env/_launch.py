@@ -1,9 +1,12 @@
 """Sandbox launcher: runs in the child before the solution, then execs it. Stdlib only.
 
 Invoked as ``python _launch.py CONFIG.json`` (single-threaded, so namespace and privilege
-changes are safe here, unlike in ``preexec_fn`` of a threaded parent). In order: new
-network and mount namespaces, private mount propagation, an empty read-only tmpfs over every
-hidden directory (the private answers), rlimits, then drop to the sandbox uid and exec.
+changes are safe here, unlike in ``preexec_fn`` of a threaded parent). In order: the host's
+path-bound Unix sockets read from /proc, new network, pid, IPC and mount namespaces (inside a
+user namespace of our own when not root), private mount propagation, a private tmpfs on /tmp,
+/var/tmp and /dev/shm, an empty file bound over each of those sockets, an empty read-only
+tmpfs over every hidden directory (the private answers), rlimits, then (not root) a nested
+user namespace where the solution is not root, or (root) the drop to the sandbox uid, and exec.
 With ``--probe`` it only tries the namespace steps and exits 0 when they work.
 Any failure of the sandbox itself exits with SETUP_FAILED and a line on stderr.
 
@@ -13,6 +16,7 @@ reports a child killed by signal N as exit 128+N, so the launcher writes the sol
 wait status to ``status_fd`` (an inherited pipe) for the caller.
 """
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -37,7 +41,6 @@ def _check(ret, what):
 
 MS_BIND = 0x1000
 MNT_DETACH = 2
-ENOENT, ENOTDIR = 2, 20
 
 
 def isolate(network, hidden, reveal=(), private=None, userns=False):
@@ -173,9 +176,9 @@ def _cover_sockets(libc, paths, spared):
         os.close(os.open(cover, os.O_WRONLY | os.O_CREAT, 0o000))
         for path in targets:
             if libc.mount(cover.encode(), path.encode(), None, MS_BIND, None) != 0:
-                errno = ctypes.get_errno()
-                if errno not in (ENOENT, ENOTDIR):  # gone since: nothing to cover; else it would stay open
-                    raise OSError(errno, f"cover socket {path}: {os.strerror(errno)}")
+                err = ctypes.get_errno()
+                if err not in (errno.ENOENT, errno.ENOTDIR):  # gone since: nothing to cover; else it would stay open
+                    raise OSError(err, f"cover socket {path}: {os.strerror(err)}")
     finally:
         _check(libc.umount2(scratch.encode(), MNT_DETACH), "detach the socket cover's tmpfs")
 

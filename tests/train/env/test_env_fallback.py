@@ -89,8 +89,9 @@ def _run(bench, code: str, hidden=()) -> dict:
 
 
 def _elsewhere() -> str:
-    """A host directory outside the private ones that the test may write: /run as root."""
-    return "/run" if os.geteuid() == 0 else str(Path.home())
+    """A host directory outside the private ones that the test may write: /run as root, else
+    the one that holds the venv (as test_env_hostile.py's install does), never the home."""
+    return "/run" if os.geteuid() == 0 else str(Path(sys.prefix).parent)
 
 
 def test_the_node_runs_as_its_uid_and_cannot_undo_the_mounts(bench):
