@@ -18,7 +18,9 @@ session and process group, through ``_launch.py``, with:
 - without bubblewrap nothing runs (``require_sandbox``) unless the caller names the risk
   (``--unsafe-no-sandbox``, ``Limits(allow_list=False)``): then a copy of the public data and
   a mount namespace with an empty read-only tmpfs over the tasks root and the private answers
-  (a deny-list: the rest of the machine stays readable);
+  (a deny-list: the rest of the machine stays readable), private /tmp, /var/tmp and /dev/shm,
+  the host's Unix sockets covered, and network, pid and IPC namespaces, made inside a user
+  namespace when not root (``_launch.py``; docs/sandbox.md says what it does not cover);
 - when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
   undo the mounts, and every process it leaves behind can be found and killed);
 - a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
