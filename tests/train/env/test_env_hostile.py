@@ -206,7 +206,9 @@ def _listener(kind: str, token: str):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.bind(("127.0.0.1", 0))
         return s, {**none, "TARGET_PORT": s.getsockname()[1]}, None
-    where = Path(tempfile.mkdtemp(prefix=f"{token}-", dir=kind))  # /tmp, /var/tmp or /run
+    if kind == "elsewhere":  # a host directory outside the fallback's private ones, never the home
+        kind = "/run" if os.geteuid() == 0 else str(Path(sys.prefix).parent)
+    where = Path(tempfile.mkdtemp(prefix=f"{token}-", dir=kind))
     os.chmod(where, 0o755)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(str(where / "sock"))
@@ -215,9 +217,9 @@ def _listener(kind: str, token: str):
 
 
 @pytest.mark.parametrize("sandbox", ["fallback"])
-@pytest.mark.parametrize("kind", ["/tmp", "/var/tmp", "/run", "abstract", "tcp"])
+@pytest.mark.parametrize("kind", ["/tmp", "/var/tmp", "elsewhere", "abstract", "tcp"])
 def test_a_node_in_the_fallback_reaches_no_socket_of_the_host(installed, sandbox, kind):
-    """A Unix socket the host listens on in /tmp, /var/tmp or /run (mode 777 in a directory of
+    """A Unix socket the host listens on in /tmp, /var/tmp or /run as root (mode 777 in a directory of
     mode 755: any uid may connect), an abstract one, TCP on 127.0.0.1: the host connects to each
     (the control; test_env_fallback.py's control connects as another uid); the fallback's node
     connects to none."""
