@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import lacking
+from tests.train.env.listeners import KINDS, elsewhere, host_listener, nothing_arrived
 from train.env import sandbox
 
 LAUNCHER = Path(sandbox.__file__).with_name("_launch.py")
@@ -88,16 +88,10 @@ def _run(bench, code: str, hidden=()) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _elsewhere() -> str:
-    """A host directory outside the private ones that the test may write: /run as root, else
-    the one that holds the venv (as test_env_hostile.py's install does), never the home."""
-    return "/run" if os.geteuid() == 0 else str(Path(sys.prefix).parent)
-
-
 def test_the_node_runs_as_its_uid_and_cannot_undo_the_mounts(bench):
     """The solution is the unprivileged uid, not root of its namespace: it cannot unmount its
     /tmp (to find the host's) nor the cover over a hidden directory, and finds what was hidden empty."""
-    where = Path(tempfile.mkdtemp(prefix="fallback-", dir=_elsewhere()))
+    where = Path(tempfile.mkdtemp(prefix="fallback-", dir=elsewhere()))
     try:
         _undo_the_mounts(bench, where)
     finally:
@@ -144,25 +138,6 @@ def test_the_hosts_tmp_var_tmp_and_dev_shm_are_not_the_nodes(bench):
     assert left == []
 
 
-def _listen(kind: str, token: str):
-    """(a listening socket of the host, its address as the node names it, a dir to remove)."""
-    if kind == "abstract":
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind(f"\0{token}")
-        return s, ["unix", f"\0{token}"], None
-    if kind == "tcp":
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        return s, ["inet", ["127.0.0.1", s.getsockname()[1]]], None
-    parent = kind if kind != "elsewhere" else _elsewhere()
-    where = Path(tempfile.mkdtemp(prefix=f"{token}-", dir=parent))
-    os.chmod(where, 0o755)
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(str(where / "sock"))
-    os.chmod(where / "sock", 0o777)
-    return s, ["unix", str(where / "sock")], where
-
-
 CONNECT = """import json, socket
 family, address = ADDRESS
 s = socket.socket(socket.AF_UNIX if family == "unix" else socket.AF_INET, socket.SOCK_STREAM)
@@ -176,28 +151,20 @@ except OSError as exc:
 """
 
 
-@pytest.mark.parametrize("kind", ["/tmp", "/var/tmp", "elsewhere", "abstract", "tcp"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_node_reaches_no_socket_of_the_host(bench, kind):
     """A Unix socket the host listens on in /tmp, /var/tmp or another directory (/run as
     root, mode 777), an abstract one, TCP on 127.0.0.1: the same uid outside the sandbox
     connects (the control); the node does not."""
     python, _ = bench
-    listener, address, where = _listen(kind, f"fallback-{uuid.uuid4().hex[:12]}")
-    code = CONNECT.replace("ADDRESS", repr(address))
-    try:
-        listener.listen(4)
-        listener.setblocking(False)
+    with host_listener(kind, f"fallback-{uuid.uuid4().hex[:12]}") as (listener, address):
+        code = CONNECT.replace("ADDRESS", repr(address))
         control = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd="/", timeout=60,
                                  **_as_user())
         assert json.loads(control.stdout)["reached"] is True, control.stdout + control.stderr
         listener.accept()[0].close()
         got = _run(bench, code)
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # nothing from the node arrived
-    finally:
-        listener.close()
-        if where is not None:
-            shutil.rmtree(where, ignore_errors=True)
+        nothing_arrived(listener)
     assert got["reached"] is False, got
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from tests.isolation import lacking
+from tests.train.env.listeners import KINDS, host_listener, nothing_arrived
 
 REPO = Path(__file__).resolve().parents[3]
 HOSTILE = Path(__file__).parent / "cases" / "hostile"
@@ -195,50 +195,24 @@ def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(instal
     assert left == []
 
 
-def _listener(kind: str, token: str):
-    """(a socket the host listens on, the values that point host_socket.py at it, what to clean)."""
-    none = {"TARGET_PATH": "-", "TARGET_ABSTRACT": "-", "TARGET_PORT": "-"}
-    if kind == "abstract":
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind(f"\0{token}")
-        return s, {**none, "TARGET_ABSTRACT": token}, None
-    if kind == "tcp":
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        return s, {**none, "TARGET_PORT": s.getsockname()[1]}, None
-    if kind == "elsewhere":  # a host directory outside the fallback's private ones, never the home
-        kind = "/run" if os.geteuid() == 0 else str(Path(sys.prefix).parent)
-    where = Path(tempfile.mkdtemp(prefix=f"{token}-", dir=kind))
-    os.chmod(where, 0o755)
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(str(where / "sock"))
-    os.chmod(where / "sock", 0o777)  # any uid may connect, the node's too
-    return s, {**none, "TARGET_PATH": where / "sock"}, where
-
-
 @pytest.mark.parametrize("sandbox", ["fallback"])
-@pytest.mark.parametrize("kind", ["/tmp", "/var/tmp", "elsewhere", "abstract", "tcp"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_node_in_the_fallback_reaches_no_socket_of_the_host(installed, sandbox, kind):
     """A Unix socket the host listens on in /tmp, /var/tmp or /run as root (mode 777 in a directory of
     mode 755: any uid may connect), an abstract one, TCP on 127.0.0.1: the host connects to each
     (the control; test_env_fallback.py's control connects as another uid); the fallback's node
     connects to none."""
     token = f"hostile-{uuid.uuid4().hex[:12]}"
-    listener, values, where = _listener(kind, token)
-    try:
-        listener.listen(4)
-        listener.setblocking(False)
-        with socket.socket(listener.family, socket.SOCK_STREAM) as control:  # the host reaches it
-            control.connect(listener.getsockname())
-        listener.accept()[0].close()
+    with host_listener(kind, token) as (listener, (family, address)):
+        values = {"TARGET_PATH": "-", "TARGET_ABSTRACT": "-", "TARGET_PORT": "-"}
+        if family == "inet":
+            values["TARGET_PORT"] = address[1]
+        else:
+            values["TARGET_ABSTRACT" if address.startswith("\0") else "TARGET_PATH"] = address.lstrip("\0")
         record = _check(installed, _hostile("host_socket.py", **values), sandbox)
         sockets = next(l for l in record["term_tail"].splitlines() if l.startswith("SOCKETS "))
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # nothing from the node arrived
-    finally:
-        listener.close()
-        if where is not None:
-            shutil.rmtree(where, ignore_errors=True)
+        nothing_arrived(listener)
+    assert len(_report(record)["tried"]) == 1, sockets  # it tried the one address it was given
     assert record["status"] == "ok" and "'reached': []" in sockets, sockets
 
 
