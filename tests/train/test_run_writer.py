@@ -362,3 +362,70 @@ mkdir {shlex.quote(str(stage))} && cp -a {d}/. {shlex.quote(str(stage))}/ && umo
     assert result.exit_code == 0, result.output
     assert _rows(url, "SELECT round, count(*) FROM nodes GROUP BY 1 ORDER BY 1") == [(1, 8), (2, 8)]
     assert _rows(url, "SELECT step FROM steps ORDER BY 1") == [(1,), (2,)]
+
+
+def test_train_run_with_its_warehouse_on_a_full_disk_spools_the_round_exits_3_and_the_spool_loads(tmp_path, model_dir):
+    """`train run` itself (tiny policy, canned completions, one round of two nodes) with the
+    warehouse on a 3.5 MB tmpfs that fills to its last block once the run row is in (a real
+    ENOSPC, in a mount namespace of its own): the round's nodes go to the spool on another disk,
+    the run exits 3 with the spool's load command as its last line, and that command, run once
+    the warehouse has room again, lands the round's rows."""
+    import shlex
+    import sys
+
+    from click.testing import CliRunner
+
+    from tests.mounts import require_mounts, run_script
+    from tests.train.test_run import TASK
+    from warehouse.cli import main
+    from warehouse.config import resolve_db_url
+
+    require_mounts()
+    disk, stage = tmp_path / "disk", tmp_path / "stage"
+    disk.mkdir()
+    url = resolve_db_url(disk / "wh.duckdb")
+    argv = ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db", str(disk / "wh.duckdb"),
+            "--run-id", "r_full", "--set", "siblings_per_expansion=2", "--checkpoint-dir", str(tmp_path / "ckpt"),
+            "--quiet", "--set", "mismatch_max=1e9", "--set", "mismatch_share_gt1_max=1"]  # canned logprobs
+    code = f"""import os, sys
+import train.run, train.writer
+from tests.train.test_run import CannedBackend
+from train.cli import main
+train.run.make_backend = lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer)
+claim = train.writer.RoundWriter.claim
+def claim_then_fill(self):  # the run row is in; then the warehouse's disk fills to its last block
+    claim(self)
+    fd = os.open({str(disk / 'filler')!r}, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, bytes(4096))
+    except OSError as exc:
+        print("FILLED", exc.strerror, file=sys.stderr, flush=True)
+    os.close(fd)
+train.writer.RoundWriter.claim = claim_then_fill
+main({argv!r})
+"""
+    d, py, t = shlex.quote(str(disk)), shlex.quote(sys.executable), shlex.quote(str(tmp_path))
+    script = f"""mount -t tmpfs -o size=3600k tmpfs {d} || exit 90
+{py} -m warehouse.cli --db {shlex.quote(url)} init >/dev/null || exit 91
+cd {t} && {py} -c {shlex.quote(code)}
+echo "EXIT $?"
+rm -f {d}/filler
+mkdir {shlex.quote(str(stage))} && cp -a {d}/. {shlex.quote(str(stage))}/ && umount {d} && cp -a {shlex.quote(str(stage))}/. {d}/
+"""
+    done = run_script(script)
+    assert "EXIT 3" in done.stdout, (done.stdout[-2000:], done.stderr[-3000:])
+    assert "FILLED No space left on device" in done.stderr
+    spool = tmp_path / "spool_r_full"
+    command = f"warehouse --db {url} ingest {spool} --manifest {spool / 'manifest.toml'}"
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"Error: run r_full: round(s) 1 are not in the warehouse but spooled to {spool}. " \
+                   f"Load them with: {command}", done.stderr[-2000:]
+    assert _rows(url, "SELECT run_id FROM runs") == [("r_full",)]  # claimed before the disk filled
+    assert _rows(url, "SELECT count(*) FROM nodes") == [(0,)]
+    assert len(list((spool / "r_full" / "round_1").glob(f"{TASK}__*.jsonl"))) == 1
+
+    loaded = CliRunner().invoke(main, shlex.split(command)[1:])
+    assert loaded.exit_code == 0, loaded.output
+    assert _rows(url, "SELECT round, status FROM nodes ORDER BY status") == [(1, "crashed"), (1, "ok")]
+    assert _rows(url, "SELECT step FROM steps") == [(1,)]

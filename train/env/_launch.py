@@ -1,9 +1,12 @@
 """Sandbox launcher: runs in the child before the solution, then execs it. Stdlib only.
 
 Invoked as ``python _launch.py CONFIG.json`` (single-threaded, so namespace and privilege
-changes are safe here, unlike in ``preexec_fn`` of a threaded parent). In order: new
-network and mount namespaces, private mount propagation, an empty read-only tmpfs over every
-hidden directory (the private answers), rlimits, then drop to the sandbox uid and exec.
+changes are safe here, unlike in ``preexec_fn`` of a threaded parent). In order: the host's
+path-bound Unix sockets read from /proc, new network, pid, IPC and mount namespaces (inside a
+user namespace of our own when not root), private mount propagation, a private tmpfs on /tmp,
+/var/tmp and /dev/shm, an empty file bound over each of those sockets, an empty read-only
+tmpfs over every hidden directory (the private answers), rlimits, then (not root) a nested
+user namespace where the solution is not root, or (root) the drop to the sandbox uid, and exec.
 With ``--probe`` it only tries the namespace steps and exits 0 when they work.
 Any failure of the sandbox itself exits with SETUP_FAILED and a line on stderr.
 
@@ -13,6 +16,7 @@ reports a child killed by signal N as exit 128+N, so the launcher writes the sol
 wait status to ``status_fd`` (an inherited pipe) for the caller.
 """
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -21,6 +25,7 @@ import sys
 
 SETUP_FAILED = 97
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 0x40000
 
 
@@ -35,16 +40,26 @@ def _check(ret, what):
 
 
 MS_BIND = 0x1000
+MNT_DETACH = 2
 
 
-def isolate(network, hidden, reveal=(), private=None):
+def isolate(network, hidden, reveal=(), private=None, userns=False):
+    """``userns``: not root, so the namespaces below are made inside a user namespace of our
+    own, where we are its root (mapped to our own uid); ``seal`` later hands the solution a
+    nested one where it is not."""
     libc = _libc()
+    # Read before the new network namespace: the host's Unix sockets bound to paths, covered below.
+    sockets = host_unix_sockets() if private else []
     # A pid namespace: when the solution (its pid 1) ends, the kernel kills and reaps every
     # process it left, detached or not, so no orphan or zombie outlives the node.
     # The pid namespace brings a mount namespace, for the solution's own /proc (fresh_proc).
     # An IPC namespace: the node's SysV segments and message queues are its own, counted as its
     # memory (train.env.meter) and gone with it.
     flags = (CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC if network else 0) | (CLONE_NEWNS if network or hidden or reveal else 0)
+    if flags and userns:
+        uid, gid = os.getuid(), os.getgid()
+        _check(libc.unshare(CLONE_NEWUSER), "unshare a user namespace")
+        _map_ids(0, uid, 0, gid)
     if flags:
         _check(libc.unshare(flags), "unshare")
     if flags & CLONE_NEWNS:
@@ -56,6 +71,8 @@ def isolate(network, hidden, reveal=(), private=None):
         reveal = [(c, k) for c, k in reveal if not any(_under(c, d) for d in private["dirs"])]
     for closed, keep in reveal:
         _reveal(libc, closed, keep)
+    if private:
+        _cover_sockets(libc, sockets, [*private["dirs"], *private.get("own", [])])
     for path in hidden:
         if not os.path.exists(path):  # already gone, under a closed dir that _reveal covered
             continue
@@ -81,6 +98,89 @@ def _private_dirs(libc, dirs, size, keep):
         _check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
                f"bind {path}")
         os.close(fd)
+
+
+def _map_ids(inner_uid, outer_uid, inner_gid, outer_gid):
+    """This process's uid and gid in the user namespace it has just entered."""
+    with open("/proc/self/setgroups", "w") as fh:
+        fh.write("deny")
+    with open("/proc/self/uid_map", "w") as fh:
+        fh.write(f"{inner_uid} {outer_uid} 1")
+    with open("/proc/self/gid_map", "w") as fh:
+        fh.write(f"{inner_gid} {outer_gid} 1")
+
+
+def seal(host_uid, host_gid):
+    """In the fallback without root, just before exec: a nested user namespace and a copy of
+    the mount namespace owned by it, where the solution is our own (host) uid, not root. The
+    kernel locks every mount it inherits there, so nothing it can do uncovers what the mounts
+    above hid (the answers, the host's /tmp, its sockets), and exec drops its capabilities."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare the solution's user namespace")
+    _map_ids(host_uid, 0, host_gid, 0)  # 0 here is the outer namespace's root: our host uid
+
+
+def host_unix_sockets() -> list[str]:
+    """Paths the host's Unix sockets are bound to, from /proc/<pid>/net/unix of every network
+    namespace we may read (ours, and as root every process's), the path field of each line."""
+    tables, seen = ["/proc/self/net/unix"], {_netns("self")}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        ns = _netns(pid)
+        if ns is not None and ns not in seen:
+            seen.add(ns)
+            tables.append(f"/proc/{pid}/net/unix")
+    paths = set()
+    for table in tables:
+        try:
+            with open(table, "rb") as fh:
+                next(fh, None)  # the header
+                for line in fh:
+                    fields = line.rstrip(b"\n").split(None, 7)
+                    if len(fields) == 8 and fields[7].startswith(b"/"):  # not abstract (@), not unbound
+                        paths.add(os.fsdecode(fields[7]))
+        except OSError:  # the process ended, or its table is not ours to read
+            continue
+    return sorted(paths)
+
+
+def _netns(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _cover_sockets(libc, paths, spared):
+    """An empty file of mode 000 bound over each of ``paths`` that is a socket outside
+    ``spared`` (the private dirs, gone already, and the node's workspace): connect() there is
+    refused (ECONNREFUSED), the socket stays the host's. The file lies on a small tmpfs that is
+    detached once every bind holds it, so the node sees no trace of it."""
+    import stat
+
+    targets = []
+    for path in paths:
+        if any(_under(path, d) for d in spared):
+            continue
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                targets.append(path)
+        except OSError:  # bound in another mount namespace, or removed since
+            continue
+    if not targets:
+        return
+    scratch = "/tmp"  # the node's private /tmp: this tmpfs lies on it until detached
+    _check(libc.mount(b"tmpfs", scratch.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4k,mode=700"),
+           "mount tmpfs for the socket cover")
+    try:
+        cover = os.path.join(scratch, "cover")
+        os.close(os.open(cover, os.O_WRONLY | os.O_CREAT, 0o000))
+        for path in targets:
+            if libc.mount(cover.encode(), path.encode(), None, MS_BIND, None) != 0:
+                err = ctypes.get_errno()
+                if err not in (errno.ENOENT, errno.ENOTDIR):  # gone since: nothing to cover; else it would stay open
+                    raise OSError(err, f"cover socket {path}: {os.strerror(err)}")
+    finally:
+        _check(libc.umount2(scratch.encode(), MNT_DETACH), "detach the socket cover's tmpfs")
 
 
 def fresh_proc():
@@ -133,12 +233,15 @@ def _report(fd, status):
 
 def main(argv):
     if argv[1] == "--probe":
-        isolate(network=True, hidden=[argv[2]])
+        userns, ids = os.geteuid() != 0, (os.getuid(), os.getgid())
+        isolate(network=True, hidden=[argv[2]], userns=userns)
+        if userns:
+            seal(*ids)
         return 0
     with open(argv[1]) as fh:
         cfg = json.load(fh)
     try:
-        isolate(cfg["network"], cfg["hidden"], cfg["reveal"], cfg.get("private"))
+        isolate(cfg["network"], cfg["hidden"], cfg["reveal"], cfg.get("private"), cfg.get("userns") is not None)
     except OSError as exc:
         sys.stderr.write(f"SANDBOX-SETUP-FAILED: {exc}\n")
         return SETUP_FAILED
@@ -151,6 +254,8 @@ def main(argv):
             if cfg["network"]:
                 fresh_proc()
             limit(cfg)
+            if cfg.get("userns") is not None:
+                seal(*cfg["userns"])
             drop_privileges(cfg["uid"])
             os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
         except OSError as exc:

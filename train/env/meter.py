@@ -2,7 +2,7 @@
 
 - **Memory** is the node's whole tree: each process's proportional set size (PSS, so pages
   a fork shares with its parent count once) less the pages it maps from its private tmpfs
-  mounts, plus what those mounts hold (``/dev/shm`` and ``/tmp`` of its bubblewrap root, read
+  mounts, plus what those mounts hold (``/dev/shm`` and ``/tmp`` of its root, and the fallback's ``/var/tmp``, read
   through ``/proc/<pid>/root``; a file there is memory, in no process's PSS), plus the SysV
   shared memory segments of its IPC namespace, attached or not (``/proc/sysvipc/shm`` read
   from inside that namespace: ``setns`` of the watching thread, as root). Shared anonymous
@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TMPFS_MOUNTS = ("dev/shm", "tmp")
+TMPFS_MOUNTS = ("dev/shm", "tmp", "var/tmp")
 CLONE_NEWIPC = 0x08000000
 WALK_SHARE = 0.05  # the most of its time the workspace walk may take
 

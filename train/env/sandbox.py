@@ -18,7 +18,9 @@ session and process group, through ``_launch.py``, with:
 - without bubblewrap nothing runs (``require_sandbox``) unless the caller names the risk
   (``--unsafe-no-sandbox``, ``Limits(allow_list=False)``): then a copy of the public data and
   a mount namespace with an empty read-only tmpfs over the tasks root and the private answers
-  (a deny-list: the rest of the machine stays readable);
+  (a deny-list: the rest of the machine stays readable), private /tmp, /var/tmp and /dev/shm,
+  the host's Unix sockets covered, and network, pid and IPC namespaces, made inside a user
+  namespace when not root (``_launch.py``; docs/sandbox.md says what it does not cover);
 - when we are root, a uid of its own (so RLIMIT_NPROC is per node, it cannot
   undo the mounts, and every process it leaves behind can be found and killed);
 - a scrubbed environment (no inherited variables; HOME and TMPDIR inside the workspace);
@@ -307,18 +309,63 @@ def capabilities() -> Capabilities:
     return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why)
 
 
-def cgroup_memory(root: str = "/sys/fs/cgroup") -> str:
+def cgroup_memory(mountinfo: str = "/proc/self/mountinfo", membership: str = "/proc/self/cgroup") -> str:
     """Why nodes get no cgroup of their own here, in a line."""
-    controllers = Path(root) / "cgroup.controllers"
-    if not controllers.is_file():
-        return f"no cgroup v2 hierarchy at {root} (cgroup v1 or hybrid)"
+    directory, why = cgroup_delegation(mountinfo, membership)
+    if directory is None:
+        return why
+    return (f"a delegated cgroup v2 group with memory and pids controllers is here ({directory}), but nodes "
+            "are not placed in cgroups of their own (not built)")
+
+
+def cgroup_delegation(mountinfo: str = "/proc/self/mountinfo",
+                      membership: str = "/proc/self/cgroup") -> tuple[Path | None, str]:
+    """(this process's cgroup v2 directory, "") where it offers the memory and pids controllers
+    and we may write it (a delegated subtree: what per-node cgroups with memory.max,
+    memory.swap.max and pids.max need); else (None, why not, in a line).
+
+    ``mountinfo`` and ``membership`` are /proc/self/mountinfo and /proc/self/cgroup: the
+    cgroup2 mount (on a hybrid host /sys/fs/cgroup/unified, beside the v1 hierarchies that
+    hold the memory controller), and our group in it (the ``0::`` line)."""
     try:
-        available = controllers.read_text().split()
+        mounts = Path(mountinfo).read_text().splitlines()
+        groups = Path(membership).read_text().splitlines()
     except OSError as exc:
-        return f"cannot read {controllers} ({exc.strerror})"
-    if "memory" not in available:
-        return f"the cgroup v2 memory controller is not delegated here ({controllers}: {' '.join(available) or 'none'})"
-    return "a cgroup v2 memory controller is here, but nodes are not placed in cgroups of their own"
+        return None, f"cannot read {exc.filename} ({exc.strerror})"
+    v2 = []  # (mount point, the hierarchy's path mounted there)
+    for line in mounts:
+        before, sep, after = line.partition(" - ")
+        fields = before.split()
+        if sep and after.split()[:1] == ["cgroup2"] and len(fields) >= 5:
+            v2.append((_unescape_mount(fields[4]), _unescape_mount(fields[3])))
+    if not v2:
+        return None, "no cgroup v2 hierarchy is mounted (cgroup v1 only)"
+    ours = next((line[3:] for line in groups if line.startswith("0::")), None)
+    if ours is None:
+        return None, f"this process is in no cgroup v2 group ({membership} has no 0:: line)"
+    found = [(point, root) for point, root in v2 if ours == root or ours.startswith(root.rstrip("/") + "/")]
+    if not found:
+        return None, f"our cgroup v2 group {ours} lies outside every mounted cgroup2 ({', '.join(p for p, _ in v2)})"
+    point, root = found[0]
+    directory = Path(point) / os.path.relpath(ours, root)
+    controllers = directory / "cgroup.controllers"
+    try:
+        offered = controllers.read_text().split()
+    except OSError as exc:
+        return None, f"cannot read {controllers} ({exc.strerror})"
+    missing = [c for c in ("memory", "pids") if c not in offered]
+    if missing:
+        return None, (f"the cgroup v2 group {directory} offers {' '.join(offered) or 'no controllers'}, not "
+                      f"{' and '.join(missing)} (a cgroup v1 or hybrid host keeps them in v1)")
+    for path in (directory, directory / "cgroup.subtree_control", directory / "cgroup.procs"):
+        if not os.access(path, os.W_OK):
+            return None, f"the cgroup v2 group {directory} is not delegated to us ({path} is not writable)"
+    return directory, ""
+
+
+def _unescape_mount(field: str) -> str:
+    """A path of /proc/self/mountinfo, whose spaces, tabs, newlines and backslashes are octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
@@ -429,10 +476,13 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     fallback_ns = caps.namespaces and not caps.bwrap
     return {
         "network": fallback_ns, "hidden": hidden, "uid": uid,
+        # not root: the namespaces are made in a user namespace of the launcher's own
+        "userns": [os.getuid(), os.getgid()] if fallback_ns and os.geteuid() != 0 else None,
         "reveal": reveal, "status_fd": status_fd,
-        # the fallback's own /tmp and /dev/shm (tmpfs, capped at the memory limit, counted by the
-        # meter), with what the node needs from under them (its workspace, its Python) bound back
-        "private": {"dirs": list(PRIVATE_DIRS), "size": mem,
+        # the fallback's own /tmp, /var/tmp and /dev/shm (tmpfs, capped at the memory limit,
+        # counted by the meter), with what the node needs from under them (its workspace, its
+        # Python) bound back; every host Unix socket outside them and its workspace covered
+        "private": {"dirs": list(PRIVATE_DIRS), "size": mem, "own": [str(workspace.resolve())],
                     "keep": _kept_under(PRIVATE_DIRS, [str(workspace), *_python_dirs(limits.python)])}
         if fallback_ns else None,
         "argv": [limits.python, "-u", "solution.py"],
@@ -447,7 +497,7 @@ def _launch_config(job: SandboxJob, workspace: Path, uid: int | None, caps: Capa
     }
 
 
-PRIVATE_DIRS = ("/tmp", "/dev/shm")
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def _python_dirs(python: str) -> tuple[str, ...]:

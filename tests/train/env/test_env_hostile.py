@@ -5,7 +5,11 @@ so its files sit in the interpreter's prefix, which the sandbox binds into every
 solution in ``cases/hostile/`` hunts for the answers one way (the prefix's site-packages, the
 checkout and its git history, the task generator, /proc of other processes, the host's /tmp)
 and submits what it found through ``train env check``. A solution that found the real answers
-would score accuracy 1.0 (the control below grades them so); each must score less.
+would score accuracy 1.0 (the control below grades them so); each must score less. Tests
+parametrized by ``sandbox`` attack the deny-list fallback too (``--unsafe-no-sandbox``, where
+namespaces work): its private /tmp, /var/tmp and /dev/shm, and the host's sockets. Each test
+skips, with the reason, where the sandbox it attacks is missing (fails under
+ROLLOUT_REQUIRE_ISOLATION=1).
 
 The venv reuses the running interpreter's site-packages as hard links (instant, no network),
 without the editable install's finder, then installs this checkout from a copy of its tree.
@@ -24,14 +28,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.isolation import REQUIRED, lacking
+from tests.isolation import lacking
+from tests.train.env.listeners import KINDS, host_listener, nothing_arrived
 
 REPO = Path(__file__).resolve().parents[3]
 HOSTILE = Path(__file__).parent / "cases" / "hostile"
 TASK = "mini-tabular-accuracy"
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not REQUIRED,
-                                reason="needs bubblewrap (apt-get install bubblewrap): without it train env "
-                                       "check refuses to run a solution at all")
+SANDBOXES = ["bwrap", "fallback"]  # the fallback: --unsafe-no-sandbox where namespaces work
 
 
 def _hardlink_tree(src: Path, dest: Path) -> None:
@@ -74,8 +77,8 @@ def _copy_source(dest: Path) -> None:
 def installed(tmp_path_factory):
     from train.env import capabilities
 
-    if not capabilities().bwrap:
-        lacking(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
+    if not capabilities().bwrap and not capabilities().namespaces:
+        lacking(f"{capabilities().bwrap_missing}, and no namespaces for the fallback: nothing to attack here")
     base = tmp_path_factory.mktemp("hostile")
     here = Path(sysconfig.get_paths()["purelib"])
     if os.stat(base).st_dev != os.stat(here).st_dev:  # hard links need one filesystem: beside the venv
@@ -96,11 +99,24 @@ def _installed(base: Path) -> dict:
     return {"venv": venv, "env": env, "base": base}
 
 
-def _check(installed, code: str) -> dict:
+@pytest.fixture(autouse=True)
+def _sandbox_here(request):
+    """Each test needs the sandbox it attacks: bubblewrap, or namespaces for the fallback."""
+    from train.env import capabilities
+
+    sandbox = request.node.callspec.params.get("sandbox", "bwrap") if hasattr(request.node, "callspec") else "bwrap"
+    if sandbox == "bwrap" and not capabilities().bwrap:
+        lacking(f"{capabilities().bwrap_missing}: train env check refuses to run a solution here")
+    if sandbox == "fallback" and not capabilities().namespaces:
+        lacking("no mount and network namespaces (root or user namespaces): the fallback isolates nothing to attack")
+
+
+def _check(installed, code: str, sandbox: str = "bwrap") -> dict:
     path = installed["base"] / f"solution-{uuid.uuid4().hex[:8]}.py"
     path.write_text(code)
+    unsafe = ["--unsafe-no-sandbox"] if sandbox == "fallback" else []
     out = subprocess.run([installed["venv"] / "bin" / "train", "env", "check", TASK, "--code", str(path),
-                          "--timeout", "240", "--format", "json"],
+                          "--timeout", "240", "--format", "json", *unsafe],
                          capture_output=True, text=True, env=installed["env"], cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
@@ -154,22 +170,50 @@ def test_a_hostile_solution_does_not_score(installed, name):
     assert not any(Path(f).is_relative_to(data_dir) or str(REPO) in f for f in report["found"]), report
 
 
-def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(installed):
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_node_writes_nothing_into_the_hosts_tmp_and_finds_nothing_there(installed, sandbox):
+    """The real answers left in the host's /tmp, /var/tmp and /dev/shm: the node finds none,
+    and what it writes into each of them is gone with it (under bubblewrap they do not exist;
+    the fallback gives it a private tmpfs on each)."""
     token = f"hostile-{uuid.uuid4().hex[:12]}"
-    planted = Path("/tmp") / token / "answers.csv"  # the real answers, left in the host's /tmp
-    planted.parent.mkdir()
-    shutil.copy(_answers(installed), planted)
+    dirs = [Path(d) / f"{token}-host" for d in ("/tmp", "/var/tmp", "/dev/shm")]
+    for where in dirs:
+        where.mkdir(mode=0o755)
+        shutil.copy(_answers(installed), where / "answers.csv")
+        os.chmod(where / "answers.csv", 0o644)  # open to any uid, the node's too
     try:
-        record = _check(installed, _hostile("host_tmp.py", TOKEN=token))
+        record = _check(installed, _hostile("host_tmp.py", TOKEN=token), sandbox)
         report = _report(record)
-        left = [Path(d) / token for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).is_file()]
+        left = [Path(d) / token for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).exists()]
     finally:
-        shutil.rmtree(planted.parent, ignore_errors=True)
-        for d in ("/var/tmp", "/dev/shm"):
+        for where in dirs:
+            shutil.rmtree(where, ignore_errors=True)
+        for d in ("/tmp", "/var/tmp", "/dev/shm"):
             Path(d, token).unlink(missing_ok=True)
     assert record["status"] == "ok" and report["found"] == [], report
     assert record["test_metric"] < 1.0
     assert left == []
+
+
+@pytest.mark.parametrize("sandbox", ["fallback"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_node_in_the_fallback_reaches_no_socket_of_the_host(installed, sandbox, kind):
+    """A Unix socket the host listens on in /tmp, /var/tmp or /run as root (mode 777 in a directory of
+    mode 755: any uid may connect), an abstract one, TCP on 127.0.0.1: the host connects to each
+    (the control; test_env_fallback.py's control connects as another uid); the fallback's node
+    connects to none."""
+    token = f"hostile-{uuid.uuid4().hex[:12]}"
+    with host_listener(kind, token) as (listener, (family, address)):
+        values = {"TARGET_PATH": "-", "TARGET_ABSTRACT": "-", "TARGET_PORT": "-"}
+        if family == "inet":
+            values["TARGET_PORT"] = address[1]
+        else:
+            values["TARGET_ABSTRACT" if address.startswith("\0") else "TARGET_PATH"] = address.lstrip("\0")
+        record = _check(installed, _hostile("host_socket.py", **values), sandbox)
+        sockets = next(l for l in record["term_tail"].splitlines() if l.startswith("SOCKETS "))
+        nothing_arrived(listener)
+    assert len(_report(record)["tried"]) == 1, sockets  # it tried the one address it was given
+    assert record["status"] == "ok" and "'reached': []" in sockets, sockets
 
 
 # --- what a node leaves behind: the trainer follows none of it, removes all of it ----------------

@@ -395,16 +395,60 @@ def test_a_node_the_sandbox_kills_leaves_no_launcher_traceback(limits, allow_lis
     assert "Traceback" not in record["term_tail"] and record["term_tail"].strip() == "before"
 
 
-def test_where_nodes_get_no_cgroup_it_is_said_why(tmp_path):
-    from train.env.sandbox import cgroup_memory
+HYBRID = """31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / MOUNT rw,relatime - cgroup2 cgroup2 rw
+"""
 
-    assert "no cgroup v2 hierarchy" in cgroup_memory(str(tmp_path))
-    (tmp_path / "cgroup.controllers").write_text("cpu pids\n")
-    assert "memory controller is not delegated" in cgroup_memory(str(tmp_path))
-    assert "cpu pids" in cgroup_memory(str(tmp_path))
-    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
-    assert "not placed in cgroups" in cgroup_memory(str(tmp_path))
-    assert any("not memory.max" in w for w in capabilities().warnings)  # said once, with the rest
+
+def _delegation(tmp_path, mountinfo: str, membership: str, controllers: str | None, group: str = "node group"):
+    """cgroup_delegation over a mountinfo and /proc/self/cgroup as given, the cgroup2 mount at
+    tmp_path/"v2 mount" (a space: mountinfo writes it \\040), our group's controllers as given."""
+    from train.env.sandbox import cgroup_delegation
+
+    point = tmp_path / "v2 mount"
+    (point / group).mkdir(parents=True, exist_ok=True)
+    if controllers is not None:
+        (point / group / "cgroup.controllers").write_text(controllers)
+        for name in ("cgroup.subtree_control", "cgroup.procs"):
+            (point / group / name).touch()
+    (tmp_path / "mountinfo").write_text(mountinfo.replace("MOUNT", str(point).replace(" ", "\\040")))
+    (tmp_path / "cgroup").write_text(membership)
+    return cgroup_delegation(str(tmp_path / "mountinfo"), str(tmp_path / "cgroup")), point / group
+
+
+def test_whether_a_cgroup_v2_group_is_delegated_is_read_from_the_mounts_and_our_group(tmp_path):
+    """The reasons nodes get no cgroup, each from a layout of its own: v1 only, no 0:: line,
+    a hybrid's v2 holding no memory controller (this machine's: hugetlb only), a group outside
+    the mount, one whose files we may not write; and the group found where it would do."""
+    v1_only = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    assert _delegation(tmp_path, v1_only, "4:memory:/x\n0::/\n", "memory pids")[0] == \
+        (None, "no cgroup v2 hierarchy is mounted (cgroup v1 only)")
+    (got, why), _ = _delegation(tmp_path, HYBRID, "4:memory:/x\n", "memory pids")
+    assert got is None and "no 0:: line" in why
+    (got, why), group = _delegation(tmp_path, HYBRID, "0::/node group\n", "hugetlb\n")
+    assert (got, why) == (None, f"the cgroup v2 group {group} offers hugetlb, not memory and pids "
+                                "(a cgroup v1 or hybrid host keeps them in v1)")
+    (got, why), group = _delegation(tmp_path, HYBRID, "0::/node group\n", "cpu memory\n")
+    assert got is None and why.endswith("not pids (a cgroup v1 or hybrid host keeps them in v1)")
+    (got, why), _ = _delegation(tmp_path, HYBRID.replace(" / MOUNT", " /elsewhere MOUNT"), "0::/node group\n", "memory pids")
+    assert got is None and "outside every mounted cgroup2" in why
+    (got, why), group = _delegation(tmp_path, HYBRID, "0::/node group\n", "cpu memory pids\n")
+    assert (got, why) == (group, "")  # mounted path unescaped, our group's files writable
+    if os.geteuid() != 0:  # root writes any file of a read-write mount
+        os.chmod(group / "cgroup.subtree_control", 0o444)
+        (got, why), _ = _delegation(tmp_path, HYBRID, "0::/node group\n", "cpu memory pids\n")
+        assert got is None and "is not delegated to us" in why
+
+
+def test_where_nodes_get_no_cgroup_it_is_said_once_why():
+    """This machine's own answer, whatever it is, is among the capability warnings, once."""
+    from train.env.sandbox import cgroup_delegation, cgroup_memory
+
+    directory, why = cgroup_delegation()
+    line = cgroup_memory()
+    assert line == why if directory is None else str(directory) in line
+    assert sum(line in w for w in capabilities().warnings) == 1
 
 
 def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(limits):
@@ -417,8 +461,9 @@ def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(li
         lacking("root, for a uid of each node's own")
     import tempfile
 
-    # a root outside /tmp, which the fallback shows the node as the host has it
-    root = tempfile.mkdtemp(prefix="rollout-test-", dir="/var/tmp")
+    # a root outside /tmp, /var/tmp and /dev/shm (the fallback's are the node's own): one it
+    # shows the node as the host has it
+    root = tempfile.mkdtemp(prefix="rollout-test-", dir="/run")
     os.chmod(root, 0o755)
     limits = dataclasses.replace(limits, workspace_root=root)
     task = load_task("mini-tabular-accuracy")
@@ -443,7 +488,7 @@ def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(li
 
 
 def test_the_fallback_gives_a_node_its_own_tmp_and_dev_shm(limits, tmp_path):
-    """Where namespaces work, the fallback's /tmp and /dev/shm are the node's own: it finds
+    """Where namespaces work, the fallback's /tmp, /var/tmp and /dev/shm are the node's own: it finds
     nothing the host keeps there, and what it writes there goes with it."""
     import uuid
 
@@ -453,14 +498,14 @@ def test_the_fallback_gives_a_node_its_own_tmp_and_dev_shm(limits, tmp_path):
     planted = Path("/tmp") / f"{token}-host"
     planted.write_text("the host's")
     code = (f"import json, os\nfound = [p for p in ('/tmp/{token}-host',) if os.path.exists(p)]\n"
-            f"for d in ('/tmp', '/dev/shm'):\n    open(os.path.join(d, '{token}'), 'w').write('x')\n"
+            f"for d in ('/tmp', '/var/tmp', '/dev/shm'):\n    open(os.path.join(d, '{token}'), 'w').write('x')\n"
             "print('FOUND', json.dumps(found), flush=True)\n")
     try:
         record = evaluate_code(load_task("mini-tabular-accuracy"), code,
                                limits=dataclasses.replace(limits, allow_list=False))
     finally:
         planted.unlink()
-        left = [d for d in ("/tmp", "/dev/shm") if (Path(d) / token).exists()]
+        left = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if (Path(d) / token).exists()]
         for d in left:
             (Path(d) / token).unlink()
     assert record["status"] == "no_submission", record["term_tail"]
