@@ -33,7 +33,7 @@ from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
 from train.weight_sync import generation_copy, sync_generator, update_weights
 from warehouse.errors import TerminalError
-from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
+from warehouse.vocabulary import DRAFT, OK, PROMPT_ERROR_EXC_TYPE
 
 
 @dataclass
@@ -227,8 +227,8 @@ def round_line(round_no: int, result, where: str, log) -> dict:
     records = result.all_records()
     counts = {"round": round_no, "nodes": len(records),
               "executed": sum(r["exc_type"] != PROMPT_ERROR_EXC_TYPE for r in records),  # as each task's line counts
-              "valid": sum(r["status"] == "ok" for r in records),
-              "drafts": sum(r["mode"] == "draft" for r in records),
+              "valid": sum(r["status"] == OK for r in records),
+              "drafts": sum(r["mode"] == DRAFT for r in records),
               "best_reward": max((r["reward"] for r in records), default=None), "written_to": where}
     log(f"Round {round_no}: {counts['nodes']} nodes generated, {counts['executed']} executed, "
         f"{counts['valid']} valid, {counts['drafts']} drafts, best reward {counts['best_reward']:.3f} "

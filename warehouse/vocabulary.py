@@ -97,7 +97,3 @@ VERDICTS = {
     DISK_LIMIT: Verdict(CRASHED, DISK_LIMIT_ERROR),
 }
 
-# Aliases read only by train/env/sandbox.py and train/env/node.py; remove them once those read
-# VERDICTS and TIME_LIMIT.
-STOPPED = VERDICTS
-TIMED_OUT = TIME_LIMIT
