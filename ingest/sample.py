@@ -39,11 +39,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
 from ingest.rm_sample import write_rm_run
 from warehouse import vocabulary as vocab
 from warehouse.tree_rules import best_node, expansion_mode
-from warehouse.vocabulary import CHECKPOINT_PHASE, STATUSES, STEP_PHASES
+from warehouse.vocabulary import CHECKPOINT_PHASE, STATUSES, STEP_PHASES, node_keys
 
 
 # task -> (low, high, higher_is_better) of its raw competition metric
@@ -67,12 +66,8 @@ GPU_TASKS = {"aerial-cactus-identification", "dogs-vs-cats-redux-kernels-edition
 CRASH_TYPES = ("NameError", "ValueError", "KeyError", "ModuleNotFoundError", "RuntimeError")
 NO_CODE_TOKENS_002 = 8192  # the 9B sampler's max_new_tokens (seed 002 does not state its cap)
 
-SCHEMA_A = ("id", "step", "round", "exp_id", "parent_id", "sibling_group", "mode", "plan", "code",
-            "raw_completion", "thinking", "prompt_messages", "response_token_ids",
-            "response_logprobs", "exc_type", "exec_time", "term_tail", "is_buggy", "status",
-            "grade_error", "test_metric", "oriented", "reward", "source", "n_children")
-KEYS = {"A": SCHEMA_A, "B": SCHEMA_A + SCHEMA_B_KEYS,
-        "C": SCHEMA_A + SCHEMA_B_KEYS + SCHEMA_C_KEYS}
+SCHEMA_A = node_keys("A")
+KEYS = {"A": SCHEMA_A, "B": SCHEMA_A + node_keys("B"), "C": SCHEMA_A + node_keys("B") + node_keys("C")}
 
 
 @dataclass

@@ -140,3 +140,77 @@ def test_the_spelled_value_check(tmp_path, code, hits):
     path.write_text(code + "\n")
     assert len(_spelled_values(path)) == hits
 
+
+# --- field lists: each record kind's fields are declared once, in the vocabulary
+RECORD_KINDS = {"node": vocab.NODE_FIELDS, "summary": vocab.SUMMARY_FIELDS,
+                "timing": vocab.TIMING_FIELDS, "step_metric": vocab.STEP_METRIC_FIELDS}
+LOCATION = ["source_id", "line_no", "run_id", "round", "task"]  # a node's file, not its record
+
+
+def _names(fields) -> set[str]:
+    return {name for f in fields for name in (f.key, f.column, *(c for _, c in f.parts)) if name}
+
+
+def _spelled_field_lists(path: Path) -> list[int]:
+    """Line numbers of tuple/list/set literals of strings, every one a key or column of one
+    record kind, that name twelve of them or two thirds of the kind: a second copy of (much of)
+    the vocabulary's field list. A page or a benchmark choosing the few columns it shows names
+    fewer, or mixes in names of its own."""
+    kinds = [_names(fields) for fields in RECORD_KINDS.values()]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= 5:
+            values = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            if len(values) == len(node.elts) and any(
+                    values <= names and (len(values) >= 12 or 3 * len(values) >= 2 * len(names)) for names in kinds):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_product_module_spells_a_field_list_again():
+    vocabulary = ROOT / "warehouse" / "vocabulary.py"
+    spelled = [f"{p.relative_to(ROOT)}:{n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
+               if p != vocabulary for n in _spelled_field_lists(p)]
+    assert spelled == []
+
+
+def test_the_field_list_check_finds_a_copy(tmp_path):
+    copy = tmp_path / "copy.py"
+    copy.write_text(
+        'COLS = ("node_id", "step", "record_round", "exp_id", "parent_id", "sibling_group", "mode", "plan",\n'
+        '        "exc_type", "exec_time", "term_tail", "is_buggy")\n'  # twelve node columns
+        'PICK = ("task", "node_id", "status", "reward", "mode")\n'  # a query's own choice
+        'STEP = ["step", "loss", "pg_loss", "kl", "clip_frac", "grad_norm", "entropy", "tokens"]\n'  # 8 of 11
+        'SHOW = ("loss", "kl", "grad_norm", "entropy", "tokens", "micro_batches", "peak_mem_gib")\n')  # 7 of 11
+    assert _spelled_field_lists(copy) == [1, 4]
+
+
+def test_the_node_tables_are_the_vocabularys_fields():
+    from ingest.load import NODE_COLUMNS, PAYLOAD_COLUMNS
+
+    nodes = [c.name for c in metadata.tables["nodes"].columns]
+    assert nodes == [*LOCATION, *vocab.node_columns(), *vocab.NODE_DERIVED_COLUMNS]
+    assert nodes[len(LOCATION):] == list(NODE_COLUMNS)
+    payloads = [c.name for c in metadata.tables["node_payloads"].columns]
+    assert payloads == ["source_id", "line_no", *PAYLOAD_COLUMNS]
+    assert {f.key for f in vocab.NODE_FIELDS if f.table == "node_payloads"} == set(PAYLOAD_COLUMNS)
+    status, mode = (next(f for f in vocab.NODE_FIELDS if f.key == k) for k in ("status", "mode"))
+    assert (status.values, mode.values) == (vocab.STATUSES, vocab.MODES)
+
+
+def test_the_summary_and_step_metric_columns_are_the_vocabularys_fields():
+    from ingest.load import STEP_METRIC_COLUMNS, SUMMARY_COLUMNS
+
+    task_rounds = [c.name for c in metadata.tables["task_rounds"].columns]
+    summary = [f.column for f in vocab.SUMMARY_FIELDS]
+    assert task_rounds[-len(summary) - 1:] == [*summary, "extra"] == list(SUMMARY_COLUMNS)
+    step_metrics = [c.name for c in metadata.tables["step_metrics"].columns]
+    assert step_metrics == ["run_id", *STEP_METRIC_COLUMNS]
+
+
+def test_the_sample_root_writes_each_schemas_keys_in_file_order():
+    from ingest.sample import KEYS
+
+    a = [f.key for f in vocab.NODE_FIELDS if f.since == "A"]
+    assert len(a) == 25 and list(KEYS["A"]) == a
+    assert list(KEYS["C"]) == [f.key for f in vocab.NODE_FIELDS if f.since != "train"]
