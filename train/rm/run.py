@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from train.learn.schedule import cosine, warmup
 from warehouse.errors import TerminalError
 
 STOP_COMPLETED = "completed"
@@ -391,13 +392,15 @@ def _packs(pairs: list, budget: int) -> list[list]:
     return packs
 
 
-def _cosine(optimizer, warmup: int, total: int):
+def _cosine(optimizer, warmup_steps: int, total: int):
+    """Warmup, then cosine down to 0 (train.learn.schedule), as a factor of the optimizer's rate
+    by LambdaLR's 0-based step: the first step after the warmup is at the peak."""
     import torch
 
     def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+        if step < warmup_steps:
+            return warmup(1.0, step + 1, warmup_steps)
+        return cosine(1.0, (step - warmup_steps) / max(1, total - warmup_steps))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
