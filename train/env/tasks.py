@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from train.env.errors import TaskLayoutError, TaskNotFoundError
+from warehouse.config import TASKS_ROOT_ENV
 
 # The bundled tasks' hand-written files (descriptions, graders, solutions) as the package ships
 # them; their data, answers included, is generated per install outside it (train.env.bundled).
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "tasks"
-TASKS_ROOT_ENV = "TRAIN_TASKS_ROOT"
 # Our built-in metrics, under the names grader.toml and MLE-bench's registry give them
 # (grader.name in mlebench/competitions/<id>/config.yaml).
 METRIC_ALIASES = {

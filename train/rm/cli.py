@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
+from warehouse.options import db_option
 
 
 @click.command("rm")
@@ -36,8 +36,7 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default=None,
               help="Where artifacts and evaluation summaries go (default: ./rm_runs/<run>).")
-@click.option("--db", "db", envvar=DB_ENV_VAR, default=DEFAULT_DB_FILE, show_default=True,
-              help="Warehouse to write the run's steps, artifacts and evaluations into (must be initialised).")
+@db_option("Warehouse to write the run's steps, artifacts and evaluations into (must be initialised).")
 @click.option("--no-db", is_flag=True, help="Write no warehouse rows (use with --export-root).")
 @click.option("--export-root", type=click.Path(file_okay=False), default=None,
               help="Also write the run as reward-model data-root files under this directory "
