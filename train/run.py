@@ -7,7 +7,7 @@ generator see the new weights) and `save_checkpoint`; then the round, its step's
 and metrics are committed to the warehouse in one transaction (or spooled together).
 
 Where this departs from textbook GRPO (DeepSeekMath):
-- the "prompt" of a group is a tree-search expansion (draft, improve or debug, seeds 000/002),
+- the "prompt" of a group is a tree-search expansion (draft, improve or debug, data roots 000/002),
   and its 16 siblings are the group: the reward is the competition's humanrank percentile for
   a valid node and a fixed sentinel otherwise (-0.5 failed, -0.2 idle, -1.0 infrastructure);
 - rollouts come from a search that reuses earlier rounds' nodes as parents, so the policy is

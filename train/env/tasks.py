@@ -51,7 +51,7 @@ METRIC_ALIASES = {
     "mean_columnwise_roc_auc": "mean_columnwise_roc_auc",
     "mean-column-wise-roc-auc": "mean_columnwise_roc_auc",
 }
-# The arms' competitions (seeds 000 and 002) and spaceship-titanic, each with the metric of its
+# The arms' competitions (data roots 000 and 002) and spaceship-titanic, each with the metric of its
 # MLE-bench grade.py, so a config.yaml whose grader.name we do not know still grades.
 COMPETITION_METRICS = {
     "aerial-cactus-identification": "roc_auc",

@@ -10,7 +10,7 @@ from warehouse.options import db_option
 @click.option("--model", default="tiny", show_default=True,
               help="'tiny' (the CPU policy; a CPU-sized recipe: 64 steps of 8 pairs, LoRA r16, 256 tokens, "
                    "lr 2e-3, overridable with --set) or a local Hugging Face causal-LM directory, loaded as a "
-                   "scalar sequence classifier with a fresh head (seed 004's recipe as defaults).")
+                   "scalar sequence classifier with a fresh head (data root 004's recipe as defaults).")
 @click.option("--pairs", type=click.Path(dir_okay=False), default=None,
               help="Training pairs, JSONL in the UltraFeedback shape (prompt, chosen, rejected). "
                    "Default: the bundled synthetic pairs.")
@@ -44,7 +44,7 @@ from warehouse.options import db_option
 @click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_rm_<model>).")
 def rm_command(model, pairs, eval_file, proxy_rows, members, steps_per_member, wall_clock, reserve, sets, seed,
                device, out_dir, db, no_db, export_root, run_id) -> None:
-    """Train a Bradley-Terry reward model (seed 004: LoRA + scalar head), or a soup of seeded
+    """Train a Bradley-Terry reward model (data root 004: LoRA + scalar head), or a soup of seeded
     members, score it on the proxy and final evaluators and write every step, artifact and
     evaluation into the warehouse."""
     from train.rm.run import TINY_SETTINGS, RMOptions, apply_sets, run_rm
