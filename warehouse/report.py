@@ -14,7 +14,7 @@ from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
-from warehouse.run_life import life_line, read_life
+from warehouse.run_state import life_line, read_life
 from warehouse.vocabulary import CRASHED, NO_CODE, TIMEOUT
 from warehouse.vocabulary import STEP_PHASES as PHASES  # the name warehouse.serve.figures imports
 TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_reward_mean",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
-from warehouse.run_life import life_line, read_life
+from warehouse.run_state import life_line, read_life
 
 SECTIONS = ("Chat", "Chat Hard", "Safety", "Reasoning")
 PLOT = "scores_by_progress.png"
