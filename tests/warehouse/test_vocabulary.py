@@ -57,24 +57,30 @@ def test_the_sample_warehouse_times_the_checkpoint_only_on_steps_that_save(tmp_p
     assert checked > 0  # some step saved, so the checkpoint phase was written at least once
 
 
-def _spelled_phase_lists(path: Path) -> list[int]:
-    """Line numbers of tuple/list/set literals of three or more strings, all of them phases or
-    phase columns: a second copy of the vocabulary's list."""
-    names = set(vocab.STEP_PHASES) | set(vocab.STEP_PHASE_COLUMNS)
-    found = []
+def _string_lists(path: Path, shortest: int):
+    """(line, the strings) of each tuple/list/set literal of `shortest` or more string constants."""
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= 3:
-            values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if len(values) == len(node.elts) and set(values) <= names:
-                found.append(node.lineno)
-    return found
+        if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= shortest \
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            yield node.lineno, {e.value for e in node.elts}
+
+
+def _product_hits(check) -> list[str]:
+    """`check`'s line numbers in every product module but the vocabulary itself."""
+    vocabulary = ROOT / "warehouse" / "vocabulary.py"
+    return [f"{p.relative_to(ROOT)}:{n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
+            if p != vocabulary for n in check(p)]
+
+
+def _spelled_phase_lists(path: Path) -> list[int]:
+    """Line numbers of literals of three or more strings, all of them phases or phase columns:
+    a second copy of the vocabulary's list."""
+    names = set(vocab.STEP_PHASES) | set(vocab.STEP_PHASE_COLUMNS)
+    return [line for line, values in _string_lists(path, 3) if values <= names]
 
 
 def test_no_product_module_spells_the_phase_list_again():
-    vocabulary = ROOT / "warehouse" / "vocabulary.py"
-    spelled = [f"{p.relative_to(ROOT)}:{n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
-               if p != vocabulary for n in _spelled_phase_lists(p)]
-    assert spelled == []
+    assert _product_hits(_spelled_phase_lists) == []
 
 
 def test_the_spelled_list_check_finds_a_copy(tmp_path):
@@ -152,26 +158,17 @@ def _names(fields) -> set[str]:
 
 
 def _spelled_field_lists(path: Path) -> list[int]:
-    """Line numbers of tuple/list/set literals of strings, every one a key or column of one
-    record kind, that name twelve of them or two thirds of the kind: a second copy of (much of)
-    the vocabulary's field list. A page or a benchmark choosing the few columns it shows names
-    fewer, or mixes in names of its own."""
+    """Line numbers of literals of strings, every one a key or column of one record kind, that
+    name twelve of them or two thirds of the kind: a second copy of (much of) the vocabulary's
+    field list. A page or a benchmark choosing the few columns it shows names fewer, or mixes in
+    names of its own."""
     kinds = [_names(fields) for fields in RECORD_KINDS.values()]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= 5:
-            values = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-            if len(values) == len(node.elts) and any(
-                    values <= names and (len(values) >= 12 or 3 * len(values) >= 2 * len(names)) for names in kinds):
-                found.append(node.lineno)
-    return found
+    return [line for line, values in _string_lists(path, 5)
+            if any(values <= names and (len(values) >= 12 or 3 * len(values) >= 2 * len(names)) for names in kinds)]
 
 
 def test_no_product_module_spells_a_field_list_again():
-    vocabulary = ROOT / "warehouse" / "vocabulary.py"
-    spelled = [f"{p.relative_to(ROOT)}:{n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
-               if p != vocabulary for n in _spelled_field_lists(p)]
-    assert spelled == []
+    assert _product_hits(_spelled_field_lists) == []
 
 
 def test_the_field_list_check_finds_a_copy(tmp_path):
