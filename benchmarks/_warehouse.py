@@ -20,7 +20,7 @@ def fresh_warehouse(workdir: Path) -> str:
 
 
 def build_from_root(workdir: Path, root_mb: float) -> str:
-    """Write a `root_mb` data root (2-12 MB node files, like the seeds') and ingest it."""
+    """Write a `root_mb` data root (2-12 MB node files, like the published data roots') and ingest it."""
     from ingest.pipeline import ingest_roots
     from ingest.sample import write_bench_root
 

@@ -1,4 +1,4 @@
-"""The seeds' own model on one GPU: the 27B Qwen3.5 shape on random weights (issue 36).
+"""The published data roots' own model on one GPU: the 27B Qwen3.5 shape on random weights (issue 36).
 
 Nothing is downloaded and no checkpoint is written: the model directory holds a config of the
 shape (train.model_shapes: `qwen3_5_27b`, hybrid linear/full attention, vocab 248,320) and a

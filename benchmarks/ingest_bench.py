@@ -17,7 +17,7 @@ Targets (issue 3): ours >= 0.7 x read_json and >= 10 x naive, peak RSS < 2 GB, r
 < 2 s, warehouse <= raw bytes.
 
 `--sweep`: the cost is partly per file, so the ratio to read_json depends on the file size.
-For node files of about 0.6, 1.4, 3 and 8 MB (the seeds' rounds are 2.6-11 MB for 4 tasks,
+For node files of about 0.6, 1.4, 3 and 8 MB (the published data roots' rounds are 2.6-11 MB for 4 tasks,
 so their node files are 0.6-3 MB), a root of `--sweep-mb` MB each: ours and read_json on
 the same files (interleaved `--repeat` times; the median ratio), and both peak RSS.
 Target (issue 15): ours >= 0.7 x read_json at every size.

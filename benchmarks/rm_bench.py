@@ -23,7 +23,7 @@ q/k/v/o/gate/up/down plus the head, gradient checkpointing (both), bf16 compute.
 Each trainer runs in its own subprocess (clean allocator and peak-memory counter). pairs/s
 is measured over the optimizer steps after the first (warm-up); peak memory is
 `torch.cuda.max_memory_allocated` over training. The member training time the soup is
-compared with is the measured steady step time x `--member-steps` (96, seed 004's formal
+compared with is the measured steady step time x `--member-steps` (96, data root 004's formal
 member): an extrapolation from the measured step, said so in the output.
 
 `ours` runs `train rm`'s defaults (pairs packed up to 8,192 tokens a row, flash attention called
@@ -293,7 +293,7 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", default="256,2048", help="shared prompt length range (0,0: none)")
     ap.add_argument("--answer-tokens", default="256,2048", help="each answer's length range")
     ap.add_argument("--layers", type=int, default=32, help="fewer for a quick smoke run")
-    ap.add_argument("--member-steps", type=int, default=96, help="a soup member's steps (seed 004: 96)")
+    ap.add_argument("--member-steps", type=int, default=96, help="a soup member's steps (data root 004: 96)")
     ap.add_argument("--trainers", default="ours,trl")
     ap.add_argument("--ours-variants", default="",
                     help="more runs of ours, ';'-separated, each a comma list of train rm --set overrides, e.g. "

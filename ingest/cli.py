@@ -92,8 +92,8 @@ def _new_warehouse_file(db_url: str) -> str | None:
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 def sample(out: str, seed: int) -> None:
-    """Write a small synthetic data root to OUT in every documented shape (seeds 000, 002),
-    plus seed 004's reward-model run (docs/reward_model.md)."""
+    """Write a small synthetic data root to OUT in every documented shape (data roots 000, 002),
+    plus data root 004's reward-model run (docs/reward_model.md)."""
     from ingest.sample import write_sample_root
 
     root = write_sample_root(out, seed=seed)

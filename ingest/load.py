@@ -13,24 +13,14 @@ from dataclasses import dataclass, field
 
 from ingest import derive
 from ingest.lines import RawLines, explain_json_error
-from ingest.normalize import STEP_METRIC_FIELDS, SUMMARY_FIELDS, normalize
+from ingest.normalize import normalize
 from ingest.sources import Source, record_errors
 from warehouse.db import quote_identifier as qi
-from warehouse.vocabulary import STEP_PHASE_COLUMNS
+from warehouse.vocabulary import (NODE_DERIVED_COLUMNS, NODE_PAYLOAD_FIELDS, STEP_METRIC_FIELDS, STEP_PHASE_COLUMNS,
+                                  SUMMARY_FIELDS, node_columns)
 
-NODE_COLUMNS = (
-    "node_id", "step", "record_round", "exp_id", "parent_id", "sibling_group", "mode", "plan",
-    "exc_type", "exec_time", "term_tail", "is_buggy", "status", "grade_error", "test_metric",
-    "oriented", "reward", "source", "n_children", "resources_cpu", "resources_mem",
-    "resources_ephemeral", "resources_gpu", "decl_malformed", "decl_miss_reason",
-    "decl_deps_ignored", "where", "exec_pending_s", "exec_stage_s", "exec_exec_s",
-    "exec_retrieve_s", "gpu_util", "depth", "returncode", "parent_oriented", "parent_P",
-    "parent_P_evidence", "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
-    "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name", "kube_node",
-    "policy_version", "schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra",
-)
-PAYLOAD_COLUMNS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
-                   "response_logprobs")
+NODE_COLUMNS = (*node_columns(), *NODE_DERIVED_COLUMNS)
+PAYLOAD_COLUMNS = tuple(f.key for f in NODE_PAYLOAD_FIELDS)
 STEP_METRIC_COLUMNS = tuple(f.column for f in STEP_METRIC_FIELDS) + ("extra",)
 STEP_COLUMNS = ("step", "total_s", *STEP_PHASE_COLUMNS, "extra")
 SUMMARY_COLUMNS = tuple(f.column for f in SUMMARY_FIELDS) + ("extra",)

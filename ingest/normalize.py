@@ -5,134 +5,24 @@ Files and the trainer's in-memory records take the same road: each is turned int
 registered as an Arrow table), and the SELECTs built here type it. So a record loaded by the
 trainer and the same record read back from a file land identically.
 
-Each record kind (node, summary, timing row, step metrics row, W&B history row) is a list of `Field`s. A field
+Each record kind (node, summary, timing row, step metrics row, W&B history row) is a list of `Field`s,
+declared in warehouse.vocabulary (the history row's is empty: it is kept whole). A field
 is *strict* when the metrics depend on it: a wrong JSON type (or NaN/Infinity in a number)
 rejects the line with a reason naming the field. Other fields are lenient: a value that fits
 no typed column leaves the column NULL and is kept verbatim in `extra`, with every unknown key.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 from warehouse.db import quote_identifier as qi
-from warehouse.vocabulary import STEP_PHASE_COLUMNS, STEP_PHASES
+from warehouse.vocabulary import NODE_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, TIMING_FIELDS, Field, node_keys
 
 MAX_REASONS = 3  # a line's reason lists at most this many field problems
 
 
-@dataclass(frozen=True)
-class Field:
-    key: str                 # the JSON key
-    column: str | None       # the typed column (None: payload-only or flattened)
-    kind: str                # str | id | int | bigint | float | bool | json | text | ints | floats | dict
-    strict: bool = False     # wrong type rejects the line
-    required: bool = False   # missing or null rejects the line
-    parts: tuple[tuple[str, str], ...] = field(default=())  # dict: (sub key, column)
-
-
-def _f(key, kind, column=None, **kw) -> Field:
-    return Field(key, key if column is None else column, kind, **kw)
-
-
-NODE_FIELDS: tuple[Field, ...] = (
-    _f("id", "id", "node_id", strict=True, required=True),
-    _f("step", "int", strict=True),
-    _f("round", "int", "record_round", strict=True),
-    _f("exp_id", "str"),
-    _f("parent_id", "id", strict=True),
-    _f("sibling_group", "id", strict=True),
-    _f("mode", "str", strict=True),
-    _f("plan", "str"),
-    _f("code", "text", ""),
-    _f("raw_completion", "text", ""),
-    _f("thinking", "text", ""),
-    _f("prompt_messages", "json", ""),
-    _f("response_token_ids", "ints", "", strict=True),
-    _f("response_logprobs", "floats", "", strict=True),
-    _f("exc_type", "str"),
-    _f("exec_time", "float"),
-    _f("term_tail", "str"),
-    _f("is_buggy", "bool"),
-    _f("status", "str", strict=True),
-    _f("grade_error", "str"),
-    _f("test_metric", "float", strict=True),
-    _f("oriented", "float", strict=True),
-    _f("reward", "float", strict=True),
-    _f("source", "str"),
-    _f("n_children", "int"),
-    # schema B
-    Field("resources", None, "dict", parts=(("cpu", "resources_cpu"), ("mem", "resources_mem"),
-                                            ("ephemeral", "resources_ephemeral"),
-                                            ("gpu", "resources_gpu"))),
-    _f("decl_malformed", "bool"),
-    _f("decl_miss_reason", "str"),
-    _f("decl_deps_ignored", "bool"),
-    _f("where", "str"),
-    Field("exec_timings", None, "dict", parts=(("pending", "exec_pending_s"),
-                                               ("stage", "exec_stage_s"),
-                                               ("exec", "exec_exec_s"),
-                                               ("retrieve", "exec_retrieve_s"))),
-    _f("gpu_util", "float"),
-    # schema C
-    _f("depth", "int"),
-    _f("returncode", "int"),
-    _f("parent_oriented", "float"),
-    _f("parent_P", "float"),
-    _f("parent_P_evidence", "json"),
-    _f("improve_delta", "float"),
-    _f("group_best", "bool"),
-    _f("medal", "str"),
-    _f("attempt", "int"),
-    _f("cpu_util_mean", "float"),
-    _f("cpu_util_peak", "float"),
-    _f("gpu_util_peak", "float"),
-    _f("gpu_mem_used_gi", "float"),
-    _f("mem_peak_gi", "float"),
-    _f("gpu_name", "str"),
-    _f("kube_node", "str"),
-    # written by the trainer (train run): the weights that generated the node, and what the
-    # GRPO step computed for its response tokens (node_train_tokens). The arrays are lenient: a
-    # diverged step's null (NaN) element keeps the node, the list also kept verbatim in `extra`
-    _f("policy_version", "int", strict=True),
-    _f("train_step", "int", ""),
-    _f("advantage", "float", ""),
-    _f("trainer_logprobs", "floats", ""),
-    _f("ref_logprobs", "floats", ""),
-    _f("ratios", "floats", ""),
-)
-SCHEMA_B_KEYS = ("resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where",
-                 "exec_timings", "gpu_util")
-SCHEMA_C_KEYS = ("depth", "returncode", "parent_oriented", "parent_P", "parent_P_evidence",
-                 "improve_delta", "group_best", "medal", "attempt", "cpu_util_mean",
-                 "cpu_util_peak", "gpu_util_peak", "gpu_mem_used_gi", "mem_peak_gi", "gpu_name",
-                 "kube_node")
-PAYLOAD_KEYS = ("prompt_messages", "raw_completion", "thinking", "code", "response_token_ids",
-                "response_logprobs")
-
-SUMMARY_FIELDS: tuple[Field, ...] = (
-    _f("exp_id", "str"), _f("round", "int", "summary_round"), _f("model", "str"),
-    _f("exec_backend", "str"), _f("adapter_path", "str"), _f("nodes", "int"),
-    _f("valid", "int"), _f("buffer_nodes", "int"), _f("expansions", "int"), _f("phase", "str"),
-    _f("best_test_metric", "float"), _f("best_node_id", "id"),
-    _f("honest_test_metric", "float"), _f("rollout_file", "str"), _f("workspace", "str"),
-    _f("gen_llm_seconds", "float"), _f("gen_exec_seconds", "float"),
-)
-
-TIMING_FIELDS: tuple[Field, ...] = (
-    _f("step", "int", strict=True, required=True),
-    _f("total_s", "float", strict=True),
-    Field("phases_s", None, "dict", parts=tuple(zip(STEP_PHASES, STEP_PHASE_COLUMNS))),
-)
-
-# The learner's per-step metrics (step_metrics): a value that is not a finite number of the
-# column's type stays NULL there and is kept in `extra` (a NaN loss is a finding, not a bad line).
-STEP_METRIC_FIELDS: tuple[Field, ...] = (
-    _f("step", "int", strict=True, required=True),
-    *(_f(k, "float") for k in ("loss", "pg_loss", "kl", "clip_frac", "grad_norm", "entropy")),
-    _f("tokens", "bigint"), _f("micro_batches", "int"), _f("peak_mem_gib", "float"),
-    _f("lr", "float"),
-)
+# the keys that tell a node record of schema B or C from one of schema A
+SCHEMA_B_KEYS, SCHEMA_C_KEYS = node_keys("B"), node_keys("C")
 
 HISTORY_FIELDS: tuple[Field, ...] = ()  # a history row is kept whole; its step is read below
 

@@ -202,11 +202,12 @@ def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestRep
 
 def register_rm_run(con, run_id: str, path: str) -> None:
     """A `runs` row of kind reward_model unless the run has one (its manifest's, kept)."""
+    from ingest.derive import insert_new_run
     from ingest.rm_records import QUESTION_ID, RUN_KIND
 
-    con.execute("INSERT INTO runs (run_id, question_id, kind, lost, source_path) "
-                "SELECT ?, ?, ?, false, ? WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
-                [run_id, QUESTION_ID, RUN_KIND, path, run_id])
+    # started_at NULL until the run's manifest.json lands (ingest.rm_records writes the whole row)
+    insert_new_run(con, {"run_id": run_id, "question_id": QUESTION_ID, "kind": RUN_KIND,
+                         "source_path": path, "started_at": None})
 
 
 def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:

@@ -26,7 +26,7 @@ another writer's (`train.writer.commit_round` does exactly this)::
         transaction(con, write_round)
 
 The reward-model tables have theirs in :mod:`ingest.rm_records`, used the same way, and a
-run's lifecycle row (started, heartbeat, ended) in :mod:`ingest.lifecycle`.
+run's lifecycle row (started, heartbeat, ended) in :mod:`ingest.run_state`.
 
 Loading the same `source_path` again replaces what the previous load wrote (nodes, payloads,
 errors; the task-round and its groups are recomputed). Malformed records are not raised:

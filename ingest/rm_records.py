@@ -1,4 +1,4 @@
-"""Reward-model runs (seed 004): the record API a trainer writes through, shared by the ingest.
+"""Reward-model runs (data root 004): the record API a trainer writes through, shared by the ingest.
 
 A reward-model run is one `runs` row of kind `reward_model` plus rows of the `rm_*` tables
 (warehouse/schema.py). Its files (docs/reward_model.md) and a trainer's in-memory records

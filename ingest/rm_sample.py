@@ -1,6 +1,6 @@
-"""The sample's reward-model run: seed 004's run, in the layout of docs/reward_model.md.
+"""The sample's reward-model run: data root 004's run, in the layout of docs/reward_model.md.
 
-Every figure seed 004 publishes is in these files: the exploration units U-01 to U-05 (proxy
+Every figure data root 004 publishes is in these files: the exploration units U-01 to U-05 (proxy
 scores with their standard errors, seconds, peak memory, the killed third member, the
 host-memory OOM), the formal replay's budget facts (42,600 s wall clock, 600 s reserve,
 40,688.220 s of training, 40,737.569 s in all, 32 members x 96 steps = 3,072), its 32
@@ -111,7 +111,7 @@ BUDGETS = {
 
 
 def write_rm_run(root: str | Path) -> Path:
-    """Write seed 004's run under `root`; returns the run directory."""
+    """Write data root 004's run under `root`; returns the run directory."""
     run_dir = Path(root) / RM_RUN
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / MANIFEST, MANIFEST_DOC)

@@ -1,9 +1,9 @@
-"""Synthetic data roots in the documented shapes (docs/data-roots.md, seeds 000 and 002).
+"""Synthetic data roots in the documented shapes (docs/data-roots.md, data roots 000 and 002).
 
 `write_sample_root(out)` writes a small (a few MB, about a second) root that holds both styles
 and every edge case docs/data-roots.md lists, and that is CLEAN: it passes every invariant of
 docs/metrics.md, so tests of views and checks can plant their own violations in a copy.
-The run ids are the real ones of seeds 000 and 002, so the shipped manifests cover them and
+The run ids are the real ones of data roots 000 and 002, so the shipped manifests cover them and
 `warehouse ingest OUT` needs no flags; `sample_manifest()` returns those entries.
 
 `write_bench_root(out, target_mb)` writes a large root of realistic 2-12 MB node files for
@@ -26,7 +26,7 @@ expansion, `step` 0 in records; 002 style: schemas A and B, 64 = 4 expansions x 
   round (30 of 64), spooky_3e5_k8s whose last round has no timing row, cactus_gpu (schema B,
   save_checkpoint on its last step, W&B export with fewer history rows than timing rows),
   dogscats_gpu (partial round 1, 49 of 64, no timing.jsonl), under `wandb_exports/`.
-* 004: seed 004's reward-model run (`ingest/rm_sample.py`, docs/reward_model.md): every
+* 004: data root 004's reward-model run (`ingest/rm_sample.py`, docs/reward_model.md): every
   figure the seed publishes, clean; `ingest.rm_sample.plant_rm_faults` plants the four bad
   inputs the reward-model checks must catch, for tests.
 """
@@ -39,11 +39,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.normalize import SCHEMA_B_KEYS, SCHEMA_C_KEYS
 from ingest.rm_sample import write_rm_run
 from warehouse import vocabulary as vocab
 from warehouse.tree_rules import best_node, expansion_mode
-from warehouse.vocabulary import CHECKPOINT_PHASE, STATUSES, STEP_PHASES
+from warehouse.vocabulary import CHECKPOINT_PHASE, STATUSES, STEP_PHASES, node_keys
 
 
 # task -> (low, high, higher_is_better) of its raw competition metric
@@ -65,14 +64,10 @@ TASKS_000 = (
 GPU_TASKS = {"aerial-cactus-identification", "dogs-vs-cats-redux-kernels-edition",
              "plant-pathology-2020-fgvc7"}
 CRASH_TYPES = ("NameError", "ValueError", "KeyError", "ModuleNotFoundError", "RuntimeError")
-NO_CODE_TOKENS_002 = 8192  # the 9B sampler's max_new_tokens (seed 002 does not state its cap)
+NO_CODE_TOKENS_002 = 8192  # the 9B sampler's max_new_tokens (data root 002 does not state its cap)
 
-SCHEMA_A = ("id", "step", "round", "exp_id", "parent_id", "sibling_group", "mode", "plan", "code",
-            "raw_completion", "thinking", "prompt_messages", "response_token_ids",
-            "response_logprobs", "exc_type", "exec_time", "term_tail", "is_buggy", "status",
-            "grade_error", "test_metric", "oriented", "reward", "source", "n_children")
-KEYS = {"A": SCHEMA_A, "B": SCHEMA_A + SCHEMA_B_KEYS,
-        "C": SCHEMA_A + SCHEMA_B_KEYS + SCHEMA_C_KEYS}
+SCHEMA_A = node_keys("A")
+KEYS = {"A": SCHEMA_A, "B": SCHEMA_A + node_keys("B"), "C": SCHEMA_A + node_keys("B") + node_keys("C")}
 
 
 @dataclass

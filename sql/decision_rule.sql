@@ -1,6 +1,6 @@
 -- decision_rule: one row per run, task and round k of the run (run_id, task, k).
 --
--- The pre-registered decision rule of seed 000: delta = valid_reward_mean(run, k) minus
+-- The pre-registered decision rule of data root 000: delta = valid_reward_mean(run, k) minus
 -- valid_reward_mean at the first round of the run's lineage root (resume links followed back,
 -- recursively, by run_lineage), for the same task; moved = delta > 0. The reading at step k
 -- counts the tasks that moved:  SELECT count(*) FILTER (WHERE moved) ... WHERE k = 9.

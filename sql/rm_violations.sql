@@ -1,4 +1,4 @@
--- rm_violations: one row per offending row of the reward-model checks (10-15; seed 004,
+-- rm_violations: one row per offending row of the reward-model checks (10-15; data root 004,
 -- docs/reward_model.md). Empty on clean data. `warehouse check` evaluates the row-level ones
 -- (10, 11, 12) as native Great Expectations expectations and reads the cross-row ones (13,
 -- 14, 15) from this view; tests/warehouse/quality proves both agree.

@@ -66,15 +66,14 @@ timing AS (
                                ORDER BY "source_id" DESC, "line_no" DESC) = 1
 ),
 mismatch AS (
-    -- from the per-node sums node_train_tokens keeps (derived at load time), not the token arrays
-    SELECT n."run_id", n."round",
-           sum(tt."mult_prob_error_sum") / NULLIF(sum(tt."compared_tokens"), 0) AS "mult_prob_error",
-           max(tt."mult_prob_error_max") AS "mult_prob_error_max",
-           sum(tt."abs_delta_gt_1") / NULLIF(sum(tt."compared_tokens"), 0) AS "share_abs_delta_gt_1",
-           sum(tt."kl_to_ref_sum") / NULLIF(sum(n."n_response_tokens"), 0) AS "kl_to_ref_mean"
-    FROM "node_train_tokens" AS tt
-    JOIN "nodes" AS n USING ("source_id", "line_no")
-    GROUP BY n."run_id", n."round"
+    -- the task-rounds' sums (mismatch_sums), added up: weighted by compared and trained tokens
+    SELECT "run_id", "round",
+           sum("mult_prob_error_sum") / NULLIF(sum("compared_tokens"), 0) AS "mult_prob_error",
+           max("mult_prob_error_max") AS "mult_prob_error_max",
+           sum("abs_delta_gt_1") / NULLIF(sum("compared_tokens"), 0) AS "share_abs_delta_gt_1",
+           sum("kl_to_ref_sum") / NULLIF(sum("trained_tokens"), 0) AS "kl_to_ref_mean"
+    FROM "mismatch_sums"
+    GROUP BY "run_id", "round"
 )
 SELECT
     k."run_id",

@@ -65,20 +65,12 @@ first_round AS (
     GROUP BY "run_id"
 ),
 health_gate AS (
-    -- every task of the first round has >= 1 ok node, and every ok node there has a reward in [0, 1]
+    -- every task of the first round has >= 1 ok node, and every ok node there has a reward in
+    -- [0, 1]: the first round's rows of task_round_metrics, which count both
     SELECT f."run_id",
-           bool_and(coalesce(n."ok_nodes", 0) >= 1) AND bool_and(coalesce(n."bad_ok_rewards", 0) = 0)
-             AS "health_gate_step1"
+           bool_and(m."valid" >= 1) AND bool_and(m."valid_rewards_out_of_range" = 0) AS "health_gate_step1"
     FROM first_round AS f
-    JOIN task_round_keys AS k ON k."run_id" = f."run_id" AND k."round" = f."first_round"
-    LEFT JOIN (SELECT "run_id", "round", "task",
-                      count(*) FILTER (WHERE "status" = 'ok') AS "ok_nodes",
-                      count(*) FILTER (WHERE "status" = 'ok'
-                                         AND NOT coalesce("reward" BETWEEN 0 AND 1, FALSE))
-                        AS "bad_ok_rewards"
-               FROM "nodes"
-               GROUP BY "run_id", "round", "task") AS n
-           ON n."run_id" = k."run_id" AND n."round" = k."round" AND n."task" = k."task"
+    JOIN "task_round_metrics" AS m ON m."run_id" = f."run_id" AND m."round" = f."first_round"
     GROUP BY f."run_id"
 ),
 status_json AS (

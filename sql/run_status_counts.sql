@@ -1,6 +1,6 @@
 -- run_status_counts: one row per run and node status (column n = how many records).
 --
--- Counted over every record of the run, including its partial last round (seed 002 counts
+-- Counted over every record of the run, including its partial last round (data root 002 counts
 -- "over every archived node"). A record without a status is counted under status NULL.
 -- Runs with no records have no rows.
 CREATE OR REPLACE VIEW "run_status_counts" AS

@@ -25,6 +25,8 @@ node_stats AS (
         n."run_id", n."round", n."task",
         count(*) AS "nodes",
         count(*) FILTER (WHERE n."status" = 'ok') AS "valid",
+        count(*) FILTER (WHERE n."status" = 'ok' AND NOT coalesce(n."reward" BETWEEN 0 AND 1, FALSE))
+            AS "valid_rewards_out_of_range",
         count(*) FILTER (WHERE n."status" = 'crashed') AS "crashed",
         count(*) FILTER (WHERE n."status" = 'timeout') AS "timeout",
         count(*) FILTER (WHERE n."status" = 'no_code') AS "no_code",
@@ -67,6 +69,7 @@ SELECT
     k."task",
     coalesce(s."nodes", 0) AS "nodes",
     coalesce(s."valid", 0) AS "valid",
+    coalesce(s."valid_rewards_out_of_range", 0) AS "valid_rewards_out_of_range",  -- ok nodes, reward not in [0, 1]
     s."valid" / NULLIF(s."nodes", 0) AS "valid_rate",
     s."crashed" / NULLIF(s."nodes", 0) AS "crash_rate",
     s."timeout" / NULLIF(s."nodes", 0) AS "timeout_rate",

@@ -1,7 +1,7 @@
 """Device errors as one line: an out-of-memory or CUDA error inside a phase of a trainer's loop
 names where it was, the phase and the setting to change, and says what was not written.
 
-`train run`'s phases are the seeds' (gen, old_log_prob, ref, adv, update_actor,
+`train run`'s phases are the published data roots' (gen, old_log_prob, ref, adv, update_actor,
 update_weights, save_checkpoint); :class:`GuardedTimer` times them (train.learn.timing) and
 turns a device error inside one into that line (`ADVICE`). `train rm`'s are its loop's
 (load_model, update, save_checkpoint, soup_accumulate_export, evaluate): :func:`guarded` wraps

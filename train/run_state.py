@@ -1,4 +1,8 @@
-"""A run's life in the warehouse: started, a heartbeat while it lives, ended with a status.
+"""A run's state in the warehouse: started, a heartbeat while it lives, ended with a status.
+
+One name for a run's life in every layer: `train.run_state` records it, `ingest.run_state`
+writes its row (table `run_lifecycle`), the `run_state` view (sql/run_state.sql) derives its
+state, and `warehouse.run_state` reads that for the pages.
 
 Both trainers (`train run`, `train rm`) wrap their loop in :func:`recording`: the run's
 `run_lifecycle` row is written when the run id is known, a daemon thread beats it every
@@ -8,7 +12,7 @@ Both trainers (`train run`, `train rm`) wrap their loop in :func:`recording`: th
 (SIGKILL, OOM, a lost machine) records nothing more: the `run_state` view calls it `lost` once
 its beats stop.
 
-The row goes through the record API (:mod:`ingest.lifecycle`), each write in one
+The row goes through the record API (:mod:`ingest.run_state`), each write in one
 `warehouse.db.transaction`. Beats are best effort: each opens a write connection for one beat
 and waits at most `BEAT_WAIT_S` for the lock (a reader or a round's commit may hold it); a
 missed beat is simply tried again next time, and run_state allows several to be missed. The
@@ -25,7 +29,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.lifecycle import RunStart, forget_unstarted_run, record_end, record_heartbeat, record_start
+from ingest.run_state import RunStart, forget_unstarted_run, record_end, record_heartbeat, record_start
 from warehouse import vocabulary as vocab
 from warehouse.errors import DatabaseLockedError
 

@@ -14,7 +14,7 @@ If another process holds the warehouse file's lock, `warehouse.db.connect` retri
 backoff for `lock_wait_s` (on DuckLake, where there is no lock, `transaction` redoes a
 commit that lost to another writer's for as long); past that, or when the warehouse's disk is
 full or read-only (a commit that fails with ENOSPC, EROFS or EACCES), the round is spooled to disk
-in the data-root layout (seeds 000/002, plus `<run>/step_metrics.jsonl`) and a one-line notice
+in the data-root layout (data roots 000/002, plus `<run>/step_metrics.jsonl`) and a one-line notice
 says how to ingest it (`RoundWriter.load_command`): a round is never lost, and `warehouse
 ingest` of the spool lands the same rows the commit would have.
 

@@ -66,7 +66,7 @@ def _q09(name: str, caps: tuple[int, int, int] | None, notes: str, util: float |
 
 
 def _q02(name: str, task: str, notes: str) -> Arm:
-    # Seed 002 states no token caps for its leaves: NULL, so cap-based metrics are NULL too.
+    # Data root 002 states no token caps for its leaves: NULL, so cap-based metrics are NULL too.
     return Arm(
         name=name, question_id=Q02, prompt_cap=None, response_cap=None, total_cap=None,
         model="qwen3_5_9b", expansions_per_round=4, tasks=(task,), notes=notes,

@@ -10,7 +10,8 @@ import traceback
 
 import click
 
-from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, DEFAULT_DB_FILE, DEFAULT_MEMORY_LIMIT, MEMORY_ENV_VAR
+from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR, DEFAULT_MEMORY_LIMIT, MEMORY_ENV_VAR
+from warehouse.options import db_option
 
 
 class ErrorBoundaryGroup(click.Group):
@@ -44,15 +45,8 @@ pass_db = click.make_pass_decorator(dict)
 
 
 @click.group(cls=ErrorBoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--db",
-    envvar=DB_ENV_VAR,
-    default=DEFAULT_DB_FILE,
-    show_default=True,
-    metavar="URL|PATH",
-    help=f"Warehouse file or SQLAlchemy URL (duckdb:///path), or a shared DuckLake warehouse: "
-         f"ducklake:sqlite:PATH or ducklake:postgres:CONNINFO. Also read from ${DB_ENV_VAR}.",
-)
+@db_option(f"Warehouse file or SQLAlchemy URL (duckdb:///path), or a shared DuckLake warehouse: "
+           f"ducklake:sqlite:PATH or ducklake:postgres:CONNINFO. Also read from ${DB_ENV_VAR}.")
 @click.option(
     "--data-path",
     envvar=DATA_PATH_ENV_VAR,

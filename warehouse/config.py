@@ -24,6 +24,7 @@ _MEMORY_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                  "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _memory_limit: str | None = None  # set by the command line's --memory-limit
 DATA_PATH_ENV_VAR = "ROLLOUT_WAREHOUSE_DATA_PATH"
+TASKS_ROOT_ENV = "TRAIN_TASKS_ROOT"  # the trainer's task folders when no --tasks-root is given (train.env.tasks)
 DEFAULT_DB_FILE = "warehouse.duckdb"
 DUCKLAKE_PREFIX = "ducklake:"
 DUCKLAKE_CATALOGS = ("sqlite", "postgres")

@@ -17,7 +17,7 @@ VIEW_KEYS: dict[str, tuple[str, ...]] = {
     "decision_rule": ("run_id", "task", "k"),
     "invariant_violations": ("check_no", "run_id", "round", "task", "node_id"),
     "logprob_mismatch": ("run_id", "round", "task"),
-    # reward-model runs (seed 004; docs/reward_model.md)
+    # reward-model runs (data root 004; docs/reward_model.md)
     "rm_best_final": ("run_id",),
     "rm_proxy_vs_final": ("run_id", "job", "progress"),
     "rm_exploration_vs_formal": ("run_id", "exploration_evaluation_id", "formal_evaluation_id"),

@@ -58,7 +58,7 @@ def metrics(obj: dict, run_id: str | None, task: str | None, view: str, fmt: str
 def report(obj: dict, run_id: str, out_dir: str) -> None:
     """Write an HTML report with PNG dashboards per task for RUN.
 
-    For a reward-model run (seed 004): the score-by-progress plot (proxy and final, error
+    For a reward-model run (data root 004): the score-by-progress plot (proxy and final, error
     bars, the reference as a line), the section table, budget use and training jobs.
     """
     from warehouse.report import write_report

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
-from warehouse.run_life import life_line, read_life
+from warehouse.run_state import life_line, read_life
 from warehouse.vocabulary import CRASHED, NO_CODE, TIMEOUT
 from warehouse.vocabulary import STEP_PHASES as PHASES  # the name warehouse.serve.figures imports
 TASK_COLUMNS = ("round", "nodes", "valid", "valid_rate", "crash_rate", "valid_reward_mean",
@@ -42,7 +42,7 @@ class RunData:
 def write_report(url: str, run_id: str, out_dir: str | Path) -> Path:
     """Write `out_dir/index.html` and its PNGs for run `run_id`; returns the index path.
 
-    A reward-model run (seed 004) gets its own page: `warehouse.rm_report`.
+    A reward-model run (data root 004) gets its own page: `warehouse.rm_report`.
     """
     if _reward_model_run(url, run_id):
         from warehouse.rm_report import write_rm_report

@@ -1,4 +1,4 @@
-"""The report of a reward-model run (seed 004): one HTML page and its score-by-progress plot.
+"""The report of a reward-model run (data root 004): one HTML page and its score-by-progress plot.
 
 Every number comes from the reward-model views (rm_scores_by_progress, rm_best_final,
 rm_exploration_vs_formal, rm_budget_use) and the rm tables, so the page and a SQL query can
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
-from warehouse.run_life import life_line, read_life
+from warehouse.run_state import life_line, read_life
 
 SECTIONS = ("Chat", "Chat Hard", "Safety", "Reasoning")
 PLOT = "scores_by_progress.png"

@@ -29,11 +29,32 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from warehouse.vocabulary import NODE_FIELDS, NODE_PAYLOAD_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, Field
+
 metadata = sa.MetaData()
 
 Text = sa.String  # DuckDB VARCHAR has no length limit
 Double = sa.Double
 BigInt = sa.BigInteger
+
+
+#: the column type of each JSON kind of warehouse.vocabulary.Field (a dict's parts are DOUBLE)
+COLUMN_TYPES = {"str": Text, "id": Text, "text": Text, "int": sa.Integer, "bigint": BigInt,
+                "float": Double, "bool": sa.Boolean, "json": sa.JSON,
+                "ints": sa.ARRAY(sa.Integer), "floats": sa.ARRAY(Double)}
+
+
+def record_columns(fields: tuple[Field, ...], table: str | None = None) -> list[sa.Column]:
+    """The columns of the record fields kept in `table` (None: the kind's own table), in order."""
+    columns = []
+    for f in fields:
+        if f.table != table:
+            continue
+        if f.kind == "dict":
+            columns += [sa.Column(col, Double, comment=f.comment and f.comment.format(sub=sub)) for sub, col in f.parts]
+        else:
+            columns.append(sa.Column(f.column or f.key, COLUMN_TYPES[f.kind], nullable=not f.required, comment=f.comment))
+    return columns
 
 
 def _pk_int(name: str) -> sa.Column:
@@ -113,23 +134,7 @@ task_rounds = sa.Table(
     sa.Column("node_source_id", sa.Integer),
     sa.Column("summary_source_id", sa.Integer),
     # The round summary's fields, verbatim (NULL when there is no summary).
-    sa.Column("exp_id", Text),
-    sa.Column("summary_round", sa.Integer),
-    sa.Column("model", Text),
-    sa.Column("exec_backend", Text),
-    sa.Column("adapter_path", Text),
-    sa.Column("nodes", sa.Integer),
-    sa.Column("valid", sa.Integer),
-    sa.Column("buffer_nodes", sa.Integer),
-    sa.Column("expansions", sa.Integer),
-    sa.Column("phase", Text),
-    sa.Column("best_test_metric", Double),
-    sa.Column("best_node_id", Text),
-    sa.Column("honest_test_metric", Double),
-    sa.Column("rollout_file", Text),
-    sa.Column("workspace", Text),
-    sa.Column("gen_llm_seconds", Double),
-    sa.Column("gen_exec_seconds", Double),
+    *record_columns(SUMMARY_FIELDS),
     sa.Column("extra", sa.JSON, comment="summary keys not listed above"),
 )
 
@@ -154,60 +159,8 @@ nodes = sa.Table(
     sa.Column("run_id", Text, nullable=False),
     sa.Column("round", sa.Integer, nullable=False, comment="from the round_<N> directory"),
     sa.Column("task", Text, nullable=False, comment="from the file name"),
-    sa.Column("node_id", Text, nullable=False, comment="the record's `id`"),
-    # Schema A (25 keys); payload keys live in node_payloads.
-    sa.Column("step", sa.Integer, comment="as recorded (0 everywhere in 000)"),
-    sa.Column("record_round", sa.Integer, comment="the record's own `round` field"),
-    sa.Column("exp_id", Text),
-    sa.Column("parent_id", Text),
-    sa.Column("sibling_group", Text),
-    sa.Column("mode", Text),
-    sa.Column("plan", Text),
-    sa.Column("exc_type", Text),
-    sa.Column("exec_time", Double),
-    sa.Column("term_tail", Text),
-    sa.Column("is_buggy", sa.Boolean),
-    sa.Column("status", Text),
-    sa.Column("grade_error", Text),
-    sa.Column("test_metric", Double),
-    sa.Column("oriented", Double),
-    sa.Column("reward", Double),
-    sa.Column("source", Text),
-    sa.Column("n_children", sa.Integer),
-    # Schema B additions.
-    sa.Column("resources_cpu", Double),
-    sa.Column("resources_mem", Double),
-    sa.Column("resources_ephemeral", Double),
-    sa.Column("resources_gpu", Double),
-    sa.Column("decl_malformed", sa.Boolean),
-    sa.Column("decl_miss_reason", Text),
-    sa.Column("decl_deps_ignored", sa.Boolean),
-    sa.Column("where", Text),
-    sa.Column("exec_pending_s", Double, comment="exec_timings.pending"),
-    sa.Column("exec_stage_s", Double, comment="exec_timings.stage"),
-    sa.Column("exec_exec_s", Double, comment="exec_timings.exec"),
-    sa.Column("exec_retrieve_s", Double, comment="exec_timings.retrieve"),
-    sa.Column("gpu_util", Double),
-    # Schema C additions.
-    sa.Column("depth", sa.Integer),
-    sa.Column("returncode", sa.Integer),
-    sa.Column("parent_oriented", Double),
-    sa.Column("parent_P", Double),
-    sa.Column("parent_P_evidence", sa.JSON),
-    sa.Column("improve_delta", Double),
-    sa.Column("group_best", sa.Boolean),
-    sa.Column("medal", Text),
-    sa.Column("attempt", sa.Integer),
-    sa.Column("cpu_util_mean", Double),
-    sa.Column("cpu_util_peak", Double),
-    sa.Column("gpu_util_peak", Double),
-    sa.Column("gpu_mem_used_gi", Double),
-    sa.Column("mem_peak_gi", Double),
-    sa.Column("gpu_name", Text),
-    sa.Column("kube_node", Text),
-    # Written by the trainer (train run); NULL for imported roots.
-    sa.Column("policy_version", sa.Integer,
-              comment="global step of the weights that generated the node (0: the base model)"),
+    # the node record's typed keys (warehouse.vocabulary.NODE_FIELDS); payloads live in node_payloads
+    *record_columns(NODE_FIELDS),
     # Derived at load time so metrics never read the payloads.
     sa.Column("schema_kind", Text, comment="A, B or C by the keys present"),
     sa.Column("n_response_tokens", sa.Integer, comment="len(response_token_ids)"),
@@ -223,12 +176,7 @@ node_payloads = sa.Table(
     metadata,
     sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("prompt_messages", sa.JSON),
-    sa.Column("raw_completion", Text),
-    sa.Column("thinking", Text),
-    sa.Column("code", Text),
-    sa.Column("response_token_ids", sa.ARRAY(sa.Integer)),
-    sa.Column("response_logprobs", sa.ARRAY(Double)),
+    *record_columns(NODE_PAYLOAD_FIELDS, "node_payloads"),
 )
 
 node_train_tokens = sa.Table(
@@ -276,16 +224,7 @@ step_metrics = sa.Table(
     metadata,
     sa.Column("run_id", Text, primary_key=True),
     sa.Column("step", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("loss", Double),
-    sa.Column("pg_loss", Double),
-    sa.Column("kl", Double),
-    sa.Column("clip_frac", Double),
-    sa.Column("grad_norm", Double),
-    sa.Column("entropy", Double),
-    sa.Column("tokens", BigInt),
-    sa.Column("micro_batches", sa.Integer),
-    sa.Column("peak_mem_gib", Double),
-    sa.Column("lr", Double),
+    *(c for c in record_columns(STEP_METRIC_FIELDS) if c.name != "step"),  # step: the key above
     sa.Column("extra", sa.JSON),
 )
 
@@ -341,7 +280,7 @@ wandb_history = sa.Table(
 )
 
 
-# --- reward-model runs (seed 004; docs/reward_model.md) ------------------------------------
+# --- reward-model runs (data root 004; docs/reward_model.md) ------------------------------------
 # One `runs` row (kind 'reward_model') per run; these tables hold what the run's files (or
 # the `train rm` writer, through ingest/rm_records.py) say. Like the tables above, every row
 # carries the `source_id` of the file (or trainer write) it came from, so a changed file

@@ -67,7 +67,7 @@ DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
     "run_status_counts": ("run_id", "status", "n"),
     "decision_rule": ("run_id", "task", "k", "valid_reward_mean", "delta", "moved"),
     "invariant_violations": ("check_no", "run_id", "round", "task", "node_id", "detail"),
-    # the reward-model views (seed 004)
+    # the reward-model views (data root 004)
     "rm_best_final": ("run_id", "evaluation_id", "progress", "score", "se", "reference_score", "gap"),
     "rm_proxy_vs_final": ("run_id", "job", "progress", "proxy_split", "proxy_score", "final_score",
                           "final_minus_proxy"),

@@ -27,7 +27,7 @@ RUNNING, LOST, IMPORTED = "running", "lost", "imported"
 END_STATES = (FINISHED, FAILED, STOPPED_RUN)
 RUN_STATES = (RUNNING, FINISHED, FAILED, STOPPED_RUN, LOST, IMPORTED)
 
-# --- step phases: the keys of a timing.jsonl row's "phases_s" (the seeds' names), each a
+# --- step phases: the keys of a timing.jsonl row's "phases_s" (the published data roots' names), each a
 # `<phase>_s` column of `steps`, in the order the steps table, the reports and the sample
 # warehouse list them. Only steps that save a checkpoint have the last.
 CHECKPOINT_PHASE = "save_checkpoint"
@@ -97,7 +97,142 @@ VERDICTS = {
     DISK_LIMIT: Verdict(CRASHED, DISK_LIMIT_ERROR),
 }
 
-# Aliases read only by train/env/sandbox.py and train/env/node.py; remove them once those read
-# VERDICTS and TIME_LIMIT.
-STOPPED = VERDICTS
-TIMED_OUT = TIME_LIMIT
+
+# --- record fields: each record kind's keys, their JSON kinds, columns and allowed values.
+# The schema's columns (warehouse.schema), the normalization's typed SELECT (ingest.normalize),
+# the loader's column lists (ingest.load) and the sample root's keys (ingest.sample) all come
+# from these; tests/warehouse/test_vocabulary.py refuses a second copy of a list.
+@dataclass(frozen=True)
+class Field:
+    """One key of a record and where it lands."""
+
+    key: str  # the record's JSON key
+    column: str | None  # its typed column in the kind's table; None: a dict's parts, or kept in `table`
+    kind: str  # str | id | int | bigint | float | bool | json | text | ints | floats | dict
+    strict: bool = False  # a wrong type rejects the line
+    required: bool = False  # missing or null rejects the line (the column is NOT NULL)
+    parts: tuple[tuple[str, str], ...] = ()  # dict: (sub key, column), each a DOUBLE column
+    values: tuple[str, ...] = ()  # the values the warehouse accepts (the checks test them); () any
+    since: str = "A"  # node records: the published schema (A, B, C) that added it, or "train"
+    table: str | None = None  # kept in another table (node_payloads, node_train_tokens)
+    comment: str | None = None  # the column's comment; for a dict, a template with {sub}
+
+
+def _f(key: str, kind: str, column: str | None = None, **kw) -> Field:
+    return Field(key, key if column is None else column, kind, **kw)
+
+
+def _kept_in(table: str, key: str, kind: str, **kw) -> Field:
+    return Field(key, None, kind, table=table, **kw)
+
+
+# node_payloads, in its column order: the heavy per-node values, joined to nodes by
+# (source_id, line_no), so analytic scans of nodes never read them
+NODE_PAYLOAD_FIELDS: tuple[Field, ...] = (
+    _kept_in("node_payloads", "prompt_messages", "json"),
+    _kept_in("node_payloads", "raw_completion", "text"),
+    _kept_in("node_payloads", "thinking", "text"),
+    _kept_in("node_payloads", "code", "text"),
+    _kept_in("node_payloads", "response_token_ids", "ints", strict=True),
+    _kept_in("node_payloads", "response_logprobs", "floats", strict=True),
+)
+_PAYLOAD = {f.key: f for f in NODE_PAYLOAD_FIELDS}
+
+# A node record, in the published files' key order (docs/data-roots.md). Schema A has 25 keys.
+NODE_FIELDS: tuple[Field, ...] = (
+    _f("id", "id", "node_id", strict=True, required=True, comment="the record's `id`"),
+    _f("step", "int", strict=True, comment="as recorded (0 everywhere in 000)"),
+    _f("round", "int", "record_round", strict=True, comment="the record's own `round` field"),
+    _f("exp_id", "str"),
+    _f("parent_id", "id", strict=True),
+    _f("sibling_group", "id", strict=True),
+    _f("mode", "str", strict=True, values=MODES),
+    _f("plan", "str"),
+    _PAYLOAD["code"],
+    _PAYLOAD["raw_completion"],
+    _PAYLOAD["thinking"],
+    _PAYLOAD["prompt_messages"],
+    _PAYLOAD["response_token_ids"],
+    _PAYLOAD["response_logprobs"],
+    _f("exc_type", "str"),
+    _f("exec_time", "float"),
+    _f("term_tail", "str"),
+    _f("is_buggy", "bool"),
+    _f("status", "str", strict=True, values=STATUSES),
+    _f("grade_error", "str"),
+    _f("test_metric", "float", strict=True),
+    _f("oriented", "float", strict=True),
+    _f("reward", "float", strict=True),
+    _f("source", "str"),
+    _f("n_children", "int"),
+    # schema B
+    Field("resources", None, "dict", since="B", parts=(
+        ("cpu", "resources_cpu"), ("mem", "resources_mem"), ("ephemeral", "resources_ephemeral"),
+        ("gpu", "resources_gpu"))),
+    _f("decl_malformed", "bool", since="B"),
+    _f("decl_miss_reason", "str", since="B"),
+    _f("decl_deps_ignored", "bool", since="B"),
+    _f("where", "str", since="B"),
+    Field("exec_timings", None, "dict", since="B", comment="exec_timings.{sub}", parts=(
+        ("pending", "exec_pending_s"), ("stage", "exec_stage_s"), ("exec", "exec_exec_s"),
+        ("retrieve", "exec_retrieve_s"))),
+    _f("gpu_util", "float", since="B"),
+    # schema C
+    *(_f(key, kind, since="C") for key, kind in (
+        ("depth", "int"), ("returncode", "int"), ("parent_oriented", "float"), ("parent_P", "float"),
+        ("parent_P_evidence", "json"), ("improve_delta", "float"), ("group_best", "bool"),
+        ("medal", "str"), ("attempt", "int"), ("cpu_util_mean", "float"), ("cpu_util_peak", "float"),
+        ("gpu_util_peak", "float"), ("gpu_mem_used_gi", "float"), ("mem_peak_gi", "float"),
+        ("gpu_name", "str"), ("kube_node", "str"))),
+    # written by the trainer (train run): the weights that generated the node, and what the
+    # GRPO step computed for its response tokens (node_train_tokens). The arrays are lenient: a
+    # diverged step's null (NaN) element keeps the node, the list also kept verbatim in `extra`
+    _f("policy_version", "int", strict=True, since="train",
+       comment="global step of the weights that generated the node (0: the base model)"),
+    _kept_in("node_train_tokens", "train_step", "int", since="train"),
+    _kept_in("node_train_tokens", "advantage", "float", since="train"),
+    _kept_in("node_train_tokens", "trainer_logprobs", "floats", since="train"),
+    _kept_in("node_train_tokens", "ref_logprobs", "floats", since="train"),
+    _kept_in("node_train_tokens", "ratios", "floats", since="train"),
+)
+
+
+def node_keys(since: str) -> tuple[str, ...]:
+    """The keys a published node schema added (A: the 25 every root has; B; C), in file order."""
+    return tuple(f.key for f in NODE_FIELDS if f.since == since)
+
+
+def node_columns() -> tuple[str, ...]:
+    """The nodes columns a node record fills, in the table's order (dicts as their parts)."""
+    return tuple(c for f in NODE_FIELDS if f.table is None
+                 for c in ([col for _, col in f.parts] if f.kind == "dict" else [f.column]))
+
+
+# A task-round summary (round_<N>/<task>_summary.json): the summary columns of task_rounds
+SUMMARY_FIELDS: tuple[Field, ...] = (
+    _f("exp_id", "str"), _f("round", "int", "summary_round"), _f("model", "str"),
+    _f("exec_backend", "str"), _f("adapter_path", "str"), _f("nodes", "int"),
+    _f("valid", "int"), _f("buffer_nodes", "int"), _f("expansions", "int"), _f("phase", "str"),
+    _f("best_test_metric", "float"), _f("best_node_id", "id"),
+    _f("honest_test_metric", "float"), _f("rollout_file", "str"), _f("workspace", "str"),
+    _f("gen_llm_seconds", "float"), _f("gen_exec_seconds", "float"),
+)
+
+TIMING_FIELDS: tuple[Field, ...] = (
+    _f("step", "int", strict=True, required=True),
+    _f("total_s", "float", strict=True),
+    Field("phases_s", None, "dict", parts=tuple(zip(STEP_PHASES, STEP_PHASE_COLUMNS))),
+)
+
+# The learner's per-step metrics (step_metrics): a value that is not a finite number of the
+# column's type stays NULL there and is kept in `extra` (a NaN loss is a finding, not a bad line).
+STEP_METRIC_FIELDS: tuple[Field, ...] = (
+    _f("step", "int", strict=True, required=True),
+    *(_f(k, "float") for k in ("loss", "pg_loss", "kl", "clip_frac", "grad_norm", "entropy")),
+    _f("tokens", "bigint"), _f("micro_batches", "int"), _f("peak_mem_gib", "float"),
+    _f("lr", "float"),
+)
+
+
+# What the loader derives for each node from the record (nodes' last columns, in order).
+NODE_DERIVED_COLUMNS = ("schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra")

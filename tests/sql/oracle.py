@@ -82,7 +82,8 @@ def task_round_metrics(root: Root, caps: dict) -> dict:
 def _task_round(recs: list[dict], has_summary: bool, cap) -> dict:
     n = len(recs)
     ok = [r for r in recs if r.get("status") == "ok"]
-    row = {"nodes": n, "valid": len(ok)}
+    row = {"nodes": n, "valid": len(ok),
+           "valid_rewards_out_of_range": sum(not (r.get("reward") is not None and 0 <= r["reward"] <= 1) for r in ok)}
     for column, status in STATUS_RATES.items():
         row[column] = ratio(sum(r.get("status") == status for r in recs), n)
     for mode in ("draft", "improve", "debug"):

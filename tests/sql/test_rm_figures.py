@@ -59,13 +59,13 @@ EXPECTED = {
 
 
 def readings() -> dict[str, str]:
-    """title -> SQL of each seed-004 reading in docs/bi.md."""
+    """title -> SQL of each data-root-004 reading in docs/bi.md."""
     text = BI_MD.read_text("utf-8")
-    block = text.split("### Seed 004", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    block = text.split("### Data root 004", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
     out = {}
     for chunk in re.split(r"\n\s*\n", block.strip()):
         lines = chunk.strip().splitlines()
-        title = lines[0].removeprefix("-- seed 004: ").strip()
+        title = lines[0].removeprefix("-- data root 004: ").strip()
         out[title] = "\n".join(line for line in lines if not line.startswith("--"))
     return out
 

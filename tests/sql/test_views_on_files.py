@@ -148,9 +148,9 @@ def test_seed_figures_read_off_with_one_query_each(built):
 
 
 def docs_queries() -> list[str]:
-    """The SQL block of docs/bi.md's seed-figures section, split into statements."""
+    """The SQL block of docs/bi.md's data-root figures section, split into statements."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "bi.md").read_text()
-    section = text[text.index("## The seeds' figures"):]
+    section = text[text.index("## The published data roots' figures"):]
     start = section.index("```sql") + len("```sql")
     block = section[start:section.index("```", start)]
     return [q.strip() for q in block.split(";") if q.strip()]

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from ingest.lifecycle import record_start
+from ingest.run_state import record_start
 from tests.train.test_run import TASK, CannedBackend, model_dir  # noqa: F401 - shared fixtures
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.run_state import RunLife, end_of, recording, utc_now

@@ -1,5 +1,5 @@
 """Every row the trainers write goes through the record API (ingest.records, ingest.rm_records,
-ingest.lifecycle) inside `warehouse.db.transaction`: no module of train/ carries SQL that
+ingest.run_state) inside `warehouse.db.transaction`: no module of train/ carries SQL that
 writes. A write of its own would bypass the ingest's normalization and the export's round
 trip, as `step_metrics` and `run_lifecycle` once did."""
 from __future__ import annotations

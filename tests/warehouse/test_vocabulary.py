@@ -57,24 +57,30 @@ def test_the_sample_warehouse_times_the_checkpoint_only_on_steps_that_save(tmp_p
     assert checked > 0  # some step saved, so the checkpoint phase was written at least once
 
 
-def _spelled_phase_lists(path: Path) -> list[int]:
-    """Line numbers of tuple/list/set literals of three or more strings, all of them phases or
-    phase columns: a second copy of the vocabulary's list."""
-    names = set(vocab.STEP_PHASES) | set(vocab.STEP_PHASE_COLUMNS)
-    found = []
+def _string_lists(path: Path, shortest: int):
+    """(line, the strings) of each tuple/list/set literal of `shortest` or more string constants."""
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= 3:
-            values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if len(values) == len(node.elts) and set(values) <= names:
-                found.append(node.lineno)
-    return found
+        if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= shortest \
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            yield node.lineno, {e.value for e in node.elts}
+
+
+def _product_hits(check) -> list[str]:
+    """`check`'s line numbers in every product module but the vocabulary itself."""
+    vocabulary = ROOT / "warehouse" / "vocabulary.py"
+    return [f"{p.relative_to(ROOT)}:{n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
+            if p != vocabulary for n in check(p)]
+
+
+def _spelled_phase_lists(path: Path) -> list[int]:
+    """Line numbers of literals of three or more strings, all of them phases or phase columns:
+    a second copy of the vocabulary's list."""
+    names = set(vocab.STEP_PHASES) | set(vocab.STEP_PHASE_COLUMNS)
+    return [line for line, values in _string_lists(path, 3) if values <= names]
 
 
 def test_no_product_module_spells_the_phase_list_again():
-    vocabulary = ROOT / "warehouse" / "vocabulary.py"
-    spelled = [f"{p.relative_to(ROOT)}:{n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
-               if p != vocabulary for n in _spelled_phase_lists(p)]
-    assert spelled == []
+    assert _product_hits(_spelled_phase_lists) == []
 
 
 def test_the_spelled_list_check_finds_a_copy(tmp_path):
@@ -86,8 +92,6 @@ def test_the_spelled_list_check_finds_a_copy(tmp_path):
 # --- statuses, modes and run states are the vocabulary's names, not spelled strings
 VALUES = set(vocab.STATUSES) | set(vocab.MODES) | set(vocab.RUN_STATES)
 SUBJECT = ("status", "mode", "state")
-# Modules still to change (other work in progress on them); this list only shrinks.
-PENDING = {"train/env/grading.py", "train/run.py", "warehouse/serve/figures.py"}
 
 
 def _is_value(node) -> bool:
@@ -120,14 +124,8 @@ def _spelled_values(path: Path) -> list[str]:
 def test_no_product_module_spells_a_status_mode_or_run_state():
     vocabulary = ROOT / "warehouse" / "vocabulary.py"
     spelled = [hit for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
-               if p != vocabulary and str(p.relative_to(ROOT)) not in PENDING for hit in _spelled_values(p)]
+               if p != vocabulary for hit in _spelled_values(p)]
     assert spelled == []
-
-
-def test_the_pending_modules_still_spell_one():
-    """A module leaves PENDING once it is clean, so the list cannot keep a name that no longer
-    needs it."""
-    assert all(_spelled_values(ROOT / name) for name in sorted(PENDING))
 
 
 @pytest.mark.parametrize("code, hits", [
@@ -147,3 +145,69 @@ def test_the_spelled_value_check(tmp_path, code, hits):
     path = tmp_path / "m.py"
     path.write_text(code + "\n")
     assert len(_spelled_values(path)) == hits
+
+
+# --- field lists: each record kind's fields are declared once, in the vocabulary
+RECORD_KINDS = {"node": vocab.NODE_FIELDS, "summary": vocab.SUMMARY_FIELDS,
+                "timing": vocab.TIMING_FIELDS, "step_metric": vocab.STEP_METRIC_FIELDS}
+LOCATION = ["source_id", "line_no", "run_id", "round", "task"]  # a node's file, not its record
+
+
+def _names(fields) -> set[str]:
+    return {name for f in fields for name in (f.key, f.column, *(c for _, c in f.parts)) if name}
+
+
+def _spelled_field_lists(path: Path) -> list[int]:
+    """Line numbers of literals of strings, every one a key or column of one record kind, that
+    name twelve of them or two thirds of the kind: a second copy of (much of) the vocabulary's
+    field list. A page or a benchmark choosing the few columns it shows names fewer, or mixes in
+    names of its own."""
+    kinds = [_names(fields) for fields in RECORD_KINDS.values()]
+    return [line for line, values in _string_lists(path, 5)
+            if any(values <= names and (len(values) >= 12 or 3 * len(values) >= 2 * len(names)) for names in kinds)]
+
+
+def test_no_product_module_spells_a_field_list_again():
+    assert _product_hits(_spelled_field_lists) == []
+
+
+def test_the_field_list_check_finds_a_copy(tmp_path):
+    copy = tmp_path / "copy.py"
+    copy.write_text(
+        'COLS = ("node_id", "step", "record_round", "exp_id", "parent_id", "sibling_group", "mode", "plan",\n'
+        '        "exc_type", "exec_time", "term_tail", "is_buggy")\n'  # twelve node columns
+        'PICK = ("task", "node_id", "status", "reward", "mode")\n'  # a query's own choice
+        'STEP = ["step", "loss", "pg_loss", "kl", "clip_frac", "grad_norm", "entropy", "tokens"]\n'  # 8 of 11
+        'SHOW = ("loss", "kl", "grad_norm", "entropy", "tokens", "micro_batches", "peak_mem_gib")\n')  # 7 of 11
+    assert _spelled_field_lists(copy) == [1, 4]
+
+
+def test_the_node_tables_are_the_vocabularys_fields():
+    from ingest.load import NODE_COLUMNS, PAYLOAD_COLUMNS
+
+    nodes = [c.name for c in metadata.tables["nodes"].columns]
+    assert nodes == [*LOCATION, *vocab.node_columns(), *vocab.NODE_DERIVED_COLUMNS]
+    assert nodes[len(LOCATION):] == list(NODE_COLUMNS)
+    payloads = [c.name for c in metadata.tables["node_payloads"].columns]
+    assert payloads == ["source_id", "line_no", *PAYLOAD_COLUMNS]
+    assert {f.key for f in vocab.NODE_FIELDS if f.table == "node_payloads"} == set(PAYLOAD_COLUMNS)
+    status, mode = (next(f for f in vocab.NODE_FIELDS if f.key == k) for k in ("status", "mode"))
+    assert (status.values, mode.values) == (vocab.STATUSES, vocab.MODES)
+
+
+def test_the_summary_and_step_metric_columns_are_the_vocabularys_fields():
+    from ingest.load import STEP_METRIC_COLUMNS, SUMMARY_COLUMNS
+
+    task_rounds = [c.name for c in metadata.tables["task_rounds"].columns]
+    summary = [f.column for f in vocab.SUMMARY_FIELDS]
+    assert task_rounds[-len(summary) - 1:] == [*summary, "extra"] == list(SUMMARY_COLUMNS)
+    step_metrics = [c.name for c in metadata.tables["step_metrics"].columns]
+    assert step_metrics == ["run_id", *STEP_METRIC_COLUMNS]
+
+
+def test_the_sample_root_writes_each_schemas_keys_in_file_order():
+    from ingest.sample import KEYS
+
+    a = [f.key for f in vocab.NODE_FIELDS if f.since == "A"]
+    assert len(a) == 25 and list(KEYS["A"]) == a
+    assert list(KEYS["C"]) == [f.key for f in vocab.NODE_FIELDS if f.since != "train"]

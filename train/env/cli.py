@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from warehouse.options import tasks_root_option
+
 
 @click.group(name="env")
 def env_group() -> None:
@@ -16,8 +18,7 @@ def env_group() -> None:
 @click.argument("task")
 @click.option("--code", "code_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The solution: a Python script, or a completion with a ```python fence.")
-@click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
+@tasks_root_option()
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Wall-clock limit in seconds.")
 @click.option("--exec-gpus", default="none", show_default=True, metavar="0,1|none",
               help="GPUs a solution that declares gpu = N in [tool.resources] may use.")
@@ -25,7 +26,7 @@ def env_group() -> None:
               help="Run the solution even where bubblewrap cannot sandbox it: it can then read every "
                    "file on this machine but the tasks root. Without bubblewrap the check refuses.")
 @click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="pretty", show_default=True)
-def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, exec_gpus: str,
+def check(task: str, code_file: Path, tasks_root: str | None, timeout: float, exec_gpus: str,
           unsafe_no_sandbox: bool, fmt: str) -> None:
     """Run one solution through the whole path and print its node record.
 
@@ -43,11 +44,10 @@ def check(task: str, code_file: Path, tasks_root: Path | None, timeout: float, e
 
 
 @env_group.command("tasks")
-@click.option("--tasks-root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory of MLE-bench-layout tasks (default: the bundled mini-competitions).")
+@tasks_root_option()
 @click.option("--format", "fmt", type=click.Choice(["tsv", "json"]), default="tsv", show_default=True,
               help="Tab-separated lines with a header, or a JSON list of rows.")
-def tasks(tasks_root: Path | None, fmt: str) -> None:
+def tasks(tasks_root: str | None, fmt: str) -> None:
     """List every task under the tasks root: metric, direction, id column, targets and
     leaderboard size. A task that cannot be read is listed with the reason, and the listing
     goes on; the command then exits 1."""

@@ -3,13 +3,13 @@
 A node whose PEP 723 ``[tool.resources]`` declares ``gpu = N`` waits for N free GPUs of the
 execution pool (``train run --exec-gpus``; by default every GPU the policy does not use),
 runs with ``CUDA_VISIBLE_DEVICES`` set to them, and gives them back when it ends. One node per
-GPU at a time, as the seeds' pods had it, so nodes never share a GPU's memory; the wait is
+GPU at a time, as the published data roots' pods had it, so nodes never share a GPU's memory; the wait is
 part of ``exec_timings.pending``.
 
 While it runs, the sandbox samples its GPUs through NVML (``nvidia-ml-py``, imported as
 ``pynvml``): utilisation (percent, mean over the node's GPUs) and memory used. A node that
 leaves its GPUs under ``idle_gpu_pct`` for ``idle_window_s`` (the CPU idle window) is
-killed and reported as ``GpuIdleError`` (reward -0.2), as the seeds' 002 leaves did.
+killed and reported as ``GpuIdleError`` (reward -0.2), as data root 002's leaves did.
 
 NVML counts GPUs in PCI bus order; the node gets ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that
 CUDA's indices are the same.

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from train.env.metrics import METRICS
+from warehouse.vocabulary import INVALID_SUBMISSION, NO_SUBMISSION, OK
 
 if TYPE_CHECKING:
     from train.env.tasks import Task
@@ -106,16 +107,16 @@ class Grade:
 def grade_submission(task: Task, submission: Path | None) -> Grade:
     """Grade the CSV at ``submission`` (None or missing: no_submission) against the answers."""
     if submission is None or not Path(submission).is_file():
-        return Grade(status="no_submission")
+        return Grade(status=NO_SUBMISSION)
     try:
         score = round(float(score_submission(task, Path(submission))), SCORE_DECIMALS)
     except InvalidSubmission as exc:
-        return Grade(status="invalid_submission", grade_error=str(exc))
+        return Grade(status=INVALID_SUBMISSION, grade_error=str(exc))
     except Exception as exc:  # noqa: BLE001 - a metric or grade_fn error is the submission's
         # MLE-bench's Grader.__call__ likewise turns any grading exception into "no score".
-        return Grade(status="invalid_submission", grade_error=f"grader failed: {type(exc).__name__}: {exc}")
+        return Grade(status=INVALID_SUBMISSION, grade_error=f"grader failed: {type(exc).__name__}: {exc}")
     if not math.isfinite(score):
-        return Grade(status="invalid_submission", grade_error=f"metric is {score}")
+        return Grade(status=INVALID_SUBMISSION, grade_error=f"metric is {score}")
     return place_on_leaderboard(score, task.leaderboard_scores(), task.lower_is_better)
 
 
@@ -123,7 +124,7 @@ def place_on_leaderboard(score: float, board: list[float], lower_is_better: bool
     """An ok Grade for ``score``: oriented, humanrank and medal against ``board``."""
     medal, above = medal_for(score, board, lower_is_better)
     return Grade(
-        status="ok",
+        status=OK,
         test_metric=score,
         oriented=-score if lower_is_better else score,
         humanrank=humanrank(score, board, lower_is_better),
@@ -333,7 +334,7 @@ def grade_isolated(task: Task, data: bytes | None, timeout_s: float = GRADE_TIME
     A grade over either limit is an invalid submission; a grader that cannot be started raises
     OSError (the machine's failure)."""
     if data is None:
-        return Grade(status="no_submission")
+        return Grade(status=NO_SUBMISSION)
     if mem_gi is None:
         mem_gi = max(GRADE_MEM_GI, 64 * os.stat(task.answers_path).st_size / 2**30)
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
@@ -366,7 +367,7 @@ class _Grader:
             line = self._read_line(timeout_s)
             if line is None:
                 self._stop()
-                return Grade(status="invalid_submission", grade_error=f"grading took over {timeout_s:g} s: stopped")
+                return Grade(status=INVALID_SUBMISSION, grade_error=f"grading took over {timeout_s:g} s: stopped")
             if not line:
                 return self._failed()
             answer = json.loads(line)
@@ -403,7 +404,7 @@ class _Grader:
         self.stderr.seek(0)
         last = self.stderr.read().decode("utf-8", "replace").strip().splitlines()[-1:]
         self._stop()
-        return Grade(status="invalid_submission", grade_error=f"grader process failed: {how}{': ' + last[0] if last else ''}")
+        return Grade(status=INVALID_SUBMISSION, grade_error=f"grader process failed: {how}{': ' + last[0] if last else ''}")
 
     def _stop(self) -> None:
         if self.proc is not None:
@@ -446,6 +447,6 @@ def _grade_child(mem: int) -> None:
         try:
             grade = grade_submission(request["task"], Path(request["path"]))
         except MemoryError:
-            grade = Grade(status="invalid_submission", grade_error="grader failed: MemoryError (the grader's memory limit)")
+            grade = Grade(status=INVALID_SUBMISSION, grade_error="grader failed: MemoryError (the grader's memory limit)")
         out.write(json.dumps(asdict(grade)) + "\n")
         out.flush()

@@ -4,7 +4,7 @@ The record is a plain dict with the node-record keys (docs/data-roots.md) that t
 the rollout adds id, parent_id, mode, tokens and the rest.
 
 Status choices (the warehouse accepts only the six known statuses; every name and sentinel is
-:mod:`warehouse.vocabulary`'s, and a node the sandbox stopped is judged by its `STOPPED` table):
+:mod:`warehouse.vocabulary`'s, and a node the sandbox stopped is judged by its `VERDICTS` table):
 - idle kill: ``crashed`` with exc_type ``CpuIdleError``, or ``GpuIdleError`` for a node that
   left its GPUs idle (reward -0.2). Not ``timeout``: the
   node did not run out of time, it stopped working, and the reward table tells it apart.
@@ -86,7 +86,7 @@ def _record_or_infra(task: Task, extraction: Extraction, result: ExecResult | No
         tail = (f"{result.term_tail if result else ''}\nsandbox: the node's record failed: "
                 f"{type(exc).__name__}: {str(exc)[:500]}")[-limits.term_tail_chars:]
         failed = dataclasses.replace(result or ExecResult(outcome=vocab.INFRA), outcome=vocab.INFRA,
-                                     exc_type=vocab.STOPPED[vocab.INFRA].exc_type, term_tail=tail, submission=None)
+                                     exc_type=vocab.VERDICTS[vocab.INFRA].exc_type, term_tail=tail, submission=None)
         return node_record(task, extraction, failed, limits)
 
 
@@ -138,8 +138,8 @@ def _judge(task: Task, result: ExecResult | None) -> tuple[str, str | None, Grad
     if result is None:
         return vocab.NO_CODE, None, none
     # RLIMIT_CPU kills with SIGXCPU: the CPU-time limit, a timeout like the wall-clock one
-    outcome = vocab.TIMED_OUT if result.exc_type == "SIGXCPU" else result.outcome
-    stopped = vocab.STOPPED.get(outcome)  # the sandbox ended it: the table the sandbox names it by
+    outcome = vocab.TIME_LIMIT if result.exc_type == "SIGXCPU" else result.outcome
+    stopped = vocab.VERDICTS.get(outcome)  # the sandbox ended it: the table the sandbox names it by
     if stopped is not None:
         return stopped.status, stopped.exc_type, none
     if result.returncode != 0:

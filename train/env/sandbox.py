@@ -172,7 +172,7 @@ def run_job(job: SandboxJob) -> ExecResult:
         if lease is not None:
             os.close(lease)  # the uid's processes are gone: another node may take it
     if failure is not None:
-        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.STOPPED[vocab.INFRA].exc_type,
+        return ExecResult(outcome=vocab.INFRA, exc_type=vocab.VERDICTS[vocab.INFRA].exc_type,
                           term_tail=failure[-job.limits.term_tail_chars:], where=where)
     result.where = where
     result.exec_timings = {"pending": round(started - job.submitted_at, 4),
@@ -624,7 +624,7 @@ def _stopped(limits: Limits, node_time: float, idle_since: float | None, sample,
     if sample.disk_bytes > limits.disk_gi * 2**30:
         return vocab.DISK_LIMIT
     if node_time > limits.timeout_s:
-        return vocab.TIMED_OUT
+        return vocab.TIME_LIMIT
     if idle_since is not None and node_time - idle_since >= limits.idle_window_s:
         return vocab.GPU_IDLE if judge_gpu else vocab.IDLE
     return vocab.EXITED
@@ -680,10 +680,10 @@ def _alive(p) -> bool:
 
 
 def _exc_type(watch: dict, tail: str) -> str | None:
-    """The stopped outcome's exc_type (warehouse.vocabulary.STOPPED), else the exception class
+    """The stopped outcome's exc_type (warehouse.vocabulary.VERDICTS), else the exception class
     from the last traceback, else the killing signal's name."""
-    if watch["outcome"] in vocab.STOPPED:
-        return vocab.STOPPED[watch["outcome"]].exc_type
+    if watch["outcome"] in vocab.VERDICTS:
+        return vocab.VERDICTS[watch["outcome"]].exc_type
     rc = watch["returncode"]
     if rc == 0:
         return None

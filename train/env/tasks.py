@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from train.env.errors import TaskLayoutError, TaskNotFoundError
+from warehouse.config import TASKS_ROOT_ENV
 
 # The bundled tasks' hand-written files (descriptions, graders, solutions) as the package ships
 # them; their data, answers included, is generated per install outside it (train.env.bundled).
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "tasks"
-TASKS_ROOT_ENV = "TRAIN_TASKS_ROOT"
 # Our built-in metrics, under the names grader.toml and MLE-bench's registry give them
 # (grader.name in mlebench/competitions/<id>/config.yaml).
 METRIC_ALIASES = {
@@ -51,7 +51,7 @@ METRIC_ALIASES = {
     "mean_columnwise_roc_auc": "mean_columnwise_roc_auc",
     "mean-column-wise-roc-auc": "mean_columnwise_roc_auc",
 }
-# The arms' competitions (seeds 000 and 002) and spaceship-titanic, each with the metric of its
+# The arms' competitions (data roots 000 and 002) and spaceship-titanic, each with the metric of its
 # MLE-bench grade.py, so a config.yaml whose grader.name we do not know still grades.
 COMPETITION_METRICS = {
     "aerial-cactus-identification": "roc_auc",

@@ -1,7 +1,7 @@
 """Forced completion lengths for benchmarks on random weights (`--set bench_lengths=MIX`).
 
 A randomly initialised model with a 248k vocabulary almost never samples its EOS token, so
-every row of a round would run to the response cap: the worst case, not the seeds' rounds. A
+every row of a round would run to the response cap: the worst case, not the published data roots' rounds. A
 named mix fixes each row's length instead (EOS ignored, the row stops at its drawn length):
 
 - `arm`: the arm mix of benchmarks/generate_bench.py: lognormal with median 3,000 tokens and

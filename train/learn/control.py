@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from train.learn.schedule import cosine, warmup
 from warehouse.errors import TerminalError
 
 SCHEDULES = ("constant", "cosine")
@@ -48,11 +49,10 @@ class LRSchedule:
     def at(self, step: int) -> float:
         """The learning rate of step `step` (1-based)."""
         if self.warmup_steps and step <= self.warmup_steps:
-            return self.base * step / self.warmup_steps
+            return warmup(self.base, step, self.warmup_steps)
         if self.kind == "constant":
             return self.base
-        done = min(1.0, (step - self.warmup_steps) / (self.total_steps - self.warmup_steps))
-        return self.base * (self.min_ratio + (1.0 - self.min_ratio) * 0.5 * (1.0 + math.cos(math.pi * done)))
+        return cosine(self.base, (step - self.warmup_steps) / (self.total_steps - self.warmup_steps), self.min_ratio)
 
 
 @dataclass(frozen=True)

@@ -28,22 +28,14 @@ class GateTask:
 
 
 def health_gate(con, run_id: str) -> tuple[bool | None, list[GateTask]]:
-    """(run_metrics.health_gate_step1, per-task counts of the first round for the message)."""
+    """(run_metrics.health_gate_step1, the first round's per-task counts from task_round_metrics
+    for the message)."""
     row = con.execute('SELECT "health_gate_step1", "first_round" FROM "run_metrics" WHERE "run_id" = ?',
                       [run_id]).fetchone()
     if row is None or row[1] is None:
         return None, []
-    tasks = con.execute(
-        """
-        SELECT k."task",
-               count(n."node_id") FILTER (WHERE n."status" = ?),
-               count(n."node_id") FILTER (WHERE n."status" = ?
-                                            AND NOT coalesce(n."reward" BETWEEN 0 AND 1, FALSE))
-        FROM (SELECT "task" FROM "task_rounds" WHERE "run_id" = ? AND "round" = ?
-              UNION SELECT DISTINCT "task" FROM "nodes" WHERE "run_id" = ? AND "round" = ?) AS k
-        LEFT JOIN "nodes" AS n ON n."run_id" = ? AND n."round" = ? AND n."task" = k."task"
-        GROUP BY k."task" ORDER BY k."task"
-        """, [OK, OK, *[run_id, row[1]] * 3]).fetchall()
+    tasks = con.execute('SELECT "task", "valid", "valid_rewards_out_of_range" FROM "task_round_metrics" '
+                        'WHERE "run_id" = ? AND "round" = ? ORDER BY "task"', [run_id, row[1]]).fetchall()
     failures: dict[str, list[str]] = {}
     for task, status, exc_type, count in con.execute(
             """

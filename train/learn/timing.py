@@ -1,4 +1,4 @@
-"""Wall-clock seconds per phase, under the seeds' phase names (a `steps` row)."""
+"""Wall-clock seconds per phase, under the published data roots' phase names (a `steps` row)."""
 from __future__ import annotations
 
 import contextlib

@@ -3,7 +3,7 @@
 The directory is any local causal LM (e.g. a Qwen checkpoint, or the tiny policy's build:
 `--model` resolves to one in :func:`train.tiny.policy.resolve_model_path`). Nothing is
 downloaded: a path that is not a model directory is an error. bf16 on GPU, fp32 on CPU. LoRA
-follows the arm: rank/alpha, every linear layer, vision modules excluded (the seeds'
+follows the arm: rank/alpha, every linear layer, vision modules excluded (the published data roots'
 `exclude_modules='.*visual.*'`; train.policy.lora).
 """
 from __future__ import annotations

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import click
 
-from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
+from warehouse.options import db_option
 
 
 @click.command("rm")
 @click.option("--model", default="tiny", show_default=True,
               help="'tiny' (the CPU policy; a CPU-sized recipe: 64 steps of 8 pairs, LoRA r16, 256 tokens, "
                    "lr 2e-3, overridable with --set) or a local Hugging Face causal-LM directory, loaded as a "
-                   "scalar sequence classifier with a fresh head (seed 004's recipe as defaults).")
+                   "scalar sequence classifier with a fresh head (data root 004's recipe as defaults).")
 @click.option("--pairs", type=click.Path(dir_okay=False), default=None,
               help="Training pairs, JSONL in the UltraFeedback shape (prompt, chosen, rejected). "
                    "Default: the bundled synthetic pairs.")
@@ -36,8 +36,7 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default=None,
               help="Where artifacts and evaluation summaries go (default: ./rm_runs/<run>).")
-@click.option("--db", "db", envvar=DB_ENV_VAR, default=DEFAULT_DB_FILE, show_default=True,
-              help="Warehouse to write the run's steps, artifacts and evaluations into (must be initialised).")
+@db_option("Warehouse to write the run's steps, artifacts and evaluations into (must be initialised).")
 @click.option("--no-db", is_flag=True, help="Write no warehouse rows (use with --export-root).")
 @click.option("--export-root", type=click.Path(file_okay=False), default=None,
               help="Also write the run as reward-model data-root files under this directory "
@@ -45,7 +44,7 @@ from warehouse.config import DB_ENV_VAR, DEFAULT_DB_FILE
 @click.option("--run-id", default=None, help="Run id (default: <UTC timestamp>_rm_<model>).")
 def rm_command(model, pairs, eval_file, proxy_rows, members, steps_per_member, wall_clock, reserve, sets, seed,
                device, out_dir, db, no_db, export_root, run_id) -> None:
-    """Train a Bradley-Terry reward model (seed 004: LoRA + scalar head), or a soup of seeded
+    """Train a Bradley-Terry reward model (data root 004: LoRA + scalar head), or a soup of seeded
     members, score it on the proxy and final evaluators and write every step, artifact and
     evaluation into the warehouse."""
     from train.rm.run import TINY_SETTINGS, RMOptions, apply_sets, run_rm

@@ -1,4 +1,4 @@
-"""`train rm`: seed 004's Bradley-Terry reward-model trainer, and its model soup.
+"""`train rm`: data root 004's Bradley-Terry reward-model trainer, and its model soup.
 
 One loop, read top to bottom (:func:`run_rm`):
   load_pairs -> check_overlap -> for each member: train_member (load_model, update,
@@ -6,7 +6,7 @@ One loop, read top to bottom (:func:`run_rm`):
 An out-of-memory or CUDA error in one of these phases is one line naming the phase and the
 setting to change (train.device_errors), never a traceback, and leaves no half-written artifact.
 
-The baseline (`--members 1`) is seed 004's: loss -log sigmoid(r_chosen - r_rejected), pairs
+The baseline (`--members 1`) is data root 004's: loss -log sigmoid(r_chosen - r_rejected), pairs
 chat-templated and left-truncated to 4,096 tokens, chosen and rejected in one forward,
 micro-batch 1, accumulation 64, lr 5e-6 cosine, at most 252 steps, LoRA r128/a256/d0.05 on
 q/k/v/o/gate/up/down plus a fresh scalar head; saves at progress 126 and at the end (the LoRA
@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from train.learn.schedule import cosine, warmup
 from warehouse.errors import TerminalError
 
 STOP_COMPLETED = "completed"
@@ -48,7 +49,7 @@ STOP_WALL_CLOCK = "wall_clock_budget_exhausted"
 
 @dataclass
 class RMOptions:
-    """Every setting of a reward-model run; defaults are seed 004's baseline."""
+    """Every setting of a reward-model run; defaults are data root 004's baseline."""
 
     model: str = "tiny"
     pairs: str | None = None  # JSONL (UltraFeedback shape); None: the bundled synthetic pairs
@@ -83,7 +84,7 @@ class RMOptions:
     soup_device: str = "auto"  # auto: the training device; cpu: host accumulator (memory-checked)
     eval_batch_rows: int = 1
     phase: str = "formal"
-    reference: float | None = None  # a same-protocol reference final score (seed 004's: 74.568936)
+    reference: float | None = None  # a same-protocol reference final score (data root 004's: 74.568936)
     out_dir: str | None = None
     db_url: str | None = None
     export_root: str | None = None
@@ -391,13 +392,15 @@ def _packs(pairs: list, budget: int) -> list[list]:
     return packs
 
 
-def _cosine(optimizer, warmup: int, total: int):
+def _cosine(optimizer, warmup_steps: int, total: int):
+    """Warmup, then cosine down to 0 (train.learn.schedule), as a factor of the optimizer's rate
+    by LambdaLR's 0-based step: the first step after the warmup is at the peak."""
     import torch
 
     def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+        if step < warmup_steps:
+            return warmup(1.0, step + 1, warmup_steps)
+        return cosine(1.0, (step - warmup_steps) / max(1, total - warmup_steps))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 

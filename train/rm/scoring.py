@@ -10,7 +10,7 @@ the mean over the sections present, so each row carries a weight and
     se    = 100 * sqrt(sum_g W_g**2 * p_g * (1 - p_g) / n_g)
 
 over subsets g (W_g the subset's total weight, p_g its accuracy, n_g its rows). The error is
-descriptive of the fixed rows, not of training-seed variation (seed 004, section 3.1).
+descriptive of the fixed rows, not of training-seed variation (data root 004, section 3.1).
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The model soup of seed 004: an elementwise running mean of every parameter of the merged
+"""The model soup of data root 004: an elementwise running mean of every parameter of the merged
 members (the independently initialised scalar heads included), exported as bf16 full models.
 
 The accumulator is float32 and lives on the training device by default. A host (CPU)
-accumulator is allowed only when host memory holds it with room to spare: seed 004's CPU
+accumulator is allowed only when host memory holds it with room to spare: data root 004's CPU
 accumulator of a 7 B model hit a 64 GiB host OOM, so :func:`check_host_memory` refuses first
 and says why.
 """
@@ -30,7 +30,7 @@ def check_host_memory(n_params: int, available_bytes: int | None = None) -> None
         raise SoupMemoryError(
             f"a host (CPU) soup accumulator for {n_params / 1e9:.2f} B parameters needs about "
             f"{need / 2**30:.1f} GiB of host memory (float32 mean, bf16 export copy, next member's load), only "
-            f"{available / 2**30:.1f} GiB is available (seed 004's CPU accumulator hit a 64 GiB host OOM). "
+            f"{available / 2**30:.1f} GiB is available (data root 004's CPU accumulator hit a 64 GiB host OOM). "
             "Keep it on the GPU: --set soup_device=auto.")
 
 

@@ -2,7 +2,7 @@
 
 A run resumed from `RUN:STEP` continues RUN's trees as they stood after round STEP (step N is
 the update after round N), and RUN's own resume point in turn, back to the lineage root
-(`runs.resumed_from_run` / `resumed_from_step`, as seed 000's hr24k_u6b resumed hr24k_u6 at
+(`runs.resumed_from_run` / `resumed_from_step`, as data root 000's hr24k_u6b resumed hr24k_u6 at
 step 10 and so did not inherit its rounds 11-14).
 """
 from __future__ import annotations

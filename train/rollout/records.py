@@ -1,4 +1,4 @@
-"""Node records and task-round summaries in the seeds' schema C (docs/data-roots.md).
+"""Node records and task-round summaries in the published data roots' schema C (docs/data-roots.md).
 
 The environment gives the execution and grading fields (:func:`train.env.evaluate`); this
 module adds the search fields (id, parent, mode, group, depth, parent evidence) and the

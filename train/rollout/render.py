@@ -1,4 +1,4 @@
-"""The rendered views of a task's round (tree.txt and transcript.md), as the seeds' harness wrote.
+"""The rendered views of a task's round (tree.txt and transcript.md), as the published data roots' harness wrote.
 
 tree.txt: one line per node, `[id] mode status test=... sib_grp=...`, indented under its parent
 when the parent is in the same file, then a `nodes=/sibling_groups=` line and the best node.

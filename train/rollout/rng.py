@@ -1,6 +1,6 @@
 """Seeded randomness for the tree search, one generator per (run seed, round, task, expansion).
 
-The seeds' harness shared one `random.Random(0)` that every round re-created, so every round
+The published data roots' harness shared one `random.Random(0)` that every round re-created, so every round
 replayed the same draws and a fresh draft could never be chosen after round 1. Here each
 expansion's generator is derived from its own coordinates with a stable hash (blake2b of the
 tuple's repr; Python's `hash()` is salted per process), so two expansions never share a

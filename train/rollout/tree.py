@@ -1,4 +1,4 @@
-"""The search tree of one task, and how an expansion picks what to expand (seeds 000, 002).
+"""The search tree of one task, and how an expansion picks what to expand (data roots 000, 002).
 
 An expansion samples `siblings` completions from one prompt; they share a `sibling_group`,
 GRPO's contrast unit. The first `initial_drafts` expansions of a task's tree are drafts (there

@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from train.learn.schedule import cosine, warmup
 from train.env.tasks import BUNDLED_ROOT
 from train.policy.threads import quiet_cpu_threads
 
@@ -225,10 +226,10 @@ def time_limit(recipe: TinyRecipe) -> float:
 
 
 def _lr(step: int, recipe: TinyRecipe) -> float:
+    """Warmup, then cosine down to a tenth of the rate (train.learn.schedule)."""
     if step <= recipe.warmup:
-        return recipe.lr * step / recipe.warmup
-    progress = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
-    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        return warmup(recipe.lr, step, recipe.warmup)
+    return cosine(recipe.lr, (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup), 0.1)
 
 
 def _batch(batch: list[tuple[list[int], int]], pad_id: int):

@@ -20,7 +20,7 @@ INVARIANTS: dict[int, str] = {
     7: "timing: phase_sum_gap <= max(1 s, 1% of total_s); steps strictly increasing",
     8: "every parent_id names a node of the same run lineage",
     9: "node ids unique within a run",
-    # Reward-model runs (seed 004; docs/reward_model.md), in the `rm_violations` view.
+    # Reward-model runs (data root 004; docs/reward_model.md), in the `rm_violations` view.
     10: "reward-model scores (evaluations and sections) in [0, 100]",
     11: "reward-model evaluations: n > 0 and the standard error consistent with n "
         "(0.5x-2x the binomial 100*sqrt(p(1-p)/n))",

@@ -25,25 +25,16 @@ LIKELY_CAUSES = ("the sampler's dtype or kernels differ from the learner's (bf16
                  "other attention or sampling kernels), the engine serves other weights than the "
                  "learner's (a missed or failed update_weights), or a stale LoRA adapter is served")
 
-# The figures of logprob_mismatch from the per-node sums node_train_tokens keeps (derived at load
-# time): the gate never reads the token arrays (warehouse.quality's rule).
+# The figures of logprob_mismatch per task-round, as the mismatch_sums view adds up the per-node
+# sums node_train_tokens keeps: the gate never reads the token arrays (warehouse.quality's rule).
 MISMATCH_SQL = """
-WITH m AS (
-    SELECT n."run_id", n."round", n."task",
-           sum(tt."compared_tokens") AS "compared_tokens",
-           sum(tt."mult_prob_error_sum") / NULLIF(sum(tt."compared_tokens"), 0) AS "mult_prob_error",
-           sum(tt."abs_delta_gt_1") / NULLIF(sum(tt."compared_tokens"), 0) AS "share_abs_delta_gt_1"
-    FROM "node_train_tokens" AS tt
-    JOIN "nodes" AS n USING ("source_id", "line_no")
-    GROUP BY n."run_id", n."round", n."task"
-),
-limits AS (  -- the run's --set, else its arm's, else the defaults
+WITH limits AS (  -- the run's --set, else its arm's, else the defaults
     SELECT m.*,
            coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_max') AS DOUBLE), a."mismatch_max", ?)
                AS "limit_mult",
            coalesce(TRY_CAST(json_extract_string(r."overrides", '$.mismatch_share_gt1_max') AS DOUBLE),
                     a."mismatch_share_gt1_max", ?) AS "limit_share"
-    FROM m
+    FROM "mismatch_sums" AS m
     LEFT JOIN "runs" AS r ON r."run_id" = m."run_id"
     LEFT JOIN "arms" AS a ON a."name" = r."arm"
 )

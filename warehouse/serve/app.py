@@ -115,7 +115,7 @@ class Pages:
         self.env.filters["ago"] = ago
         self.env.filters["minute"] = minute
         from warehouse.config import display_name
-        from warehouse.run_life import ACTIVITY_FROM
+        from warehouse.run_state import ACTIVITY_FROM
 
         self.env.globals["db_name"] = display_name(url)  # the file's name, or the DuckLake catalog
         self.env.globals["activity_from"] = ACTIVITY_FROM  # whose clock a last activity is

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from warehouse import vocabulary as vocab
 from warehouse.errors import TerminalError
 from warehouse.report import RunData, read_run, rows
-from warehouse.run_life import read_life
+from warehouse.run_state import read_life
 from warehouse.serve.params import INT32, INT64, BadRequestError, query_int  # noqa: F401 (the pages read them here)
 
 BUSY_WAIT_S = 3.0

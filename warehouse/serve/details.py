@@ -1,5 +1,5 @@
 """A run's settings, checkpoints and artifacts, for the run pages' side panels (its life,
-run_state's row, is warehouse.run_life.read_life: the HTML report shows it too).
+run_state's row, is warehouse.run_state.read_life: the HTML report shows it too).
 
 Each function reads on a connection the caller opened (:func:`warehouse.serve.data.reading`).
 Settings come from the run row (model, seed, runs.overrides: the knobs the run changed, the

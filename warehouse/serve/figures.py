@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from warehouse.report import PHASES, RunData
 from warehouse.serve.data import COMPARE_METRICS, STEP_METRICS, ComparePage
+from warehouse.vocabulary import CRASHED, NO_CODE, OK, TIMEOUT
 
 REWARDS = ("valid_reward_mean", "draft_reward_mean", "reward_best", "reward_node_mean")
 #: a colour per node status, the same in every chart (the rest take Plotly's palette)
-STATUS_COLOURS = {"ok": "#2ca02c", "crashed": "#d62728", "timeout": "#ff7f0e", "no_code": "#9467bd",
+STATUS_COLOURS = {OK: "#2ca02c", CRASHED: "#d62728", TIMEOUT: "#ff7f0e", NO_CODE: "#9467bd",
                   "idle": "#7f7f7f", "infra": "#8c564b", "NULL": "#bbbbbb"}
 
 

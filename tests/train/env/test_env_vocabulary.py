@@ -23,7 +23,7 @@ EXPECTED = {  # outcome -> (status, exc_type, reward): the spec's table, written
 
 
 def test_every_stopped_outcome_is_in_the_table():
-    assert set(vocab.STOPPED) == set(EXPECTED) and set(vocab.STOPPED) <= set(vocab.OUTCOMES)
+    assert set(vocab.VERDICTS) == set(EXPECTED) and set(vocab.VERDICTS) <= set(vocab.OUTCOMES)
 
 
 @pytest.mark.parametrize("outcome", sorted(EXPECTED))

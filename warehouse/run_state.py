@@ -1,5 +1,10 @@
-"""A run's life on a page: its state, start, end and last activity, and whose clock that
-last activity is (the run_state view), read once for the HTML reports and the dashboard."""
+"""A run's state on a page: its state, start, end and last activity, and whose clock that
+last activity is (the run_state view), read once for the HTML reports and the dashboard.
+
+One name for a run's life in every layer: `train.run_state` records it, `ingest.run_state`
+writes its row (table `run_lifecycle`), the `run_state` view (sql/run_state.sql) derives its
+state, and `warehouse.run_state` reads that for the pages.
+"""
 from __future__ import annotations
 
 import html

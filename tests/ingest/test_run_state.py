@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ingest.lifecycle import RunStart, record_end, record_heartbeat, record_start
+from ingest.run_state import RunStart, record_end, record_heartbeat, record_start
 from tests.ingest.helpers import make_db, rows
 from warehouse.db import connect, transaction
 

@@ -1,12 +1,16 @@
-"""A run's lifecycle row (`run_lifecycle`): the record API a trainer's start, heartbeat and end
+"""A run's state row (table `run_lifecycle`): the record API a trainer's start, heartbeat and end
 write through.
+
+One name for a run's life in every layer: `train.run_state` records it, `ingest.run_state`
+writes its row (table `run_lifecycle`), the `run_state` view (sql/run_state.sql) derives its
+state, and `warehouse.run_state` reads that for the pages.
 
 `train.run_state` records when a run started, beats while it lives and records how it ended;
 these are those writes, one function each. Like the rest of the record API nothing here opens
 or commits a transaction: the caller wraps each write in `warehouse.db.transaction` (on
 DuckLake it redoes a commit that lost to another writer's)::
 
-    from ingest.lifecycle import RunStart, record_end, record_heartbeat, record_start
+    from ingest.run_state import RunStart, record_end, record_heartbeat, record_start
     from warehouse.db import connect, transaction
 
     start = RunStart(run_id="20261129_081500_mini", trainer="train run", started_at=now,
