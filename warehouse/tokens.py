@@ -37,19 +37,29 @@ def rebuild_index(con) -> None:
 
 def search_token(url: str, token_id: int, run_id: str | None = None):
     """Every occurrence of `token_id` in a node's response (of `run_id`, or of every run), as
-    `node_tokens` rows in (run, round, task, node, position) order: a `warehouse.query.Result`.
+    `node_tokens` rows in (run, round, task, node, position) order: a `warehouse.query.Result`."""
+    from warehouse.db import connect
+    from warehouse.query import Result
+    from warehouse.revision import require_head
+
+    with connect(url, read_only=True) as con:
+        require_head(con, url)
+        cur = find_token(con, token_id, run_id)
+        return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
+
+
+def find_token(con, token_id: int, run_id: str | None = None):
+    """`search_token` on an open connection: the executed cursor.
 
     The index names the nodes whose payloads hold the id; `node_tokens`' own SELECT (sql/) then
     reads only those payloads: their source ids as a constant list, which DuckDB checks against
     each row group's min and max before reading its arrays."""
-    from warehouse.query import run_query
-
-    keys = run_query(url, f'SELECT DISTINCT "source_id", "line_no" FROM "{INDEX}" WHERE "token_id" = ? '
-                          'ORDER BY ALL', [token_id]).rows
+    keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM "{INDEX}" WHERE "token_id" = ? '
+                       'ORDER BY ALL', [token_id]).fetchall()
     where = ' WHERE "token_id" = $1 AND ($2 IS NULL OR "run_id" = $2)'
     if not keys or len(keys) > MAX_NARROWED_NODES:
-        return run_query(url, 'SELECT * FROM "node_tokens"' + where + _ORDER, [token_id, run_id])
-    return run_query(url, f"SELECT * FROM ({narrowed_view(keys)}) AS t" + where + _ORDER, [token_id, run_id])
+        return con.execute('SELECT * FROM "node_tokens"' + where + _ORDER, [token_id, run_id])
+    return con.execute(f"SELECT * FROM ({narrowed_view(keys)}) AS t" + where + _ORDER, [token_id, run_id])
 
 
 def narrowed_view(keys: list[tuple[int, int]]) -> str:
