@@ -1,12 +1,13 @@
 """Scale benchmark: what adding a run costs as the warehouse grows (issue 40).
 
     python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--scale 1,10] [--work DIR]
-                                     [--layouts 2048,122880] [--export]
+                                     [--layouts 2048,122880,ducklake] [--export] [--pages]
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
 node files of about `--file-mb` MB, 16 nodes each), copied (hard links) under distinct run ids.
 For each layout (the row-group size a writer attaches the file with: 2048 is this version's,
-122880 DuckDB's default, the layout before it) a fresh warehouse file takes copy after copy;
+122880 DuckDB's default, the layout before it; or `ducklake`, a DuckLake with a SQLite catalog
+and its Parquet files in the work folder) a fresh warehouse takes copy after copy;
 at each scale S of `--scale` (S copies held) it measures, each stage in a process of its own
 so that its peak RSS is its own:
 
@@ -14,14 +15,18 @@ so that its peak RSS is its own:
 * two-node run: a run of one task-round with 2 nodes, ingested into the warehouse of S copies
   (what a trainer's round commit costs);
 * tables: `warehouse tables` (every relation's row count);
-* token search: one token id across all runs through `node_tokens`;
+* token search: one token id across all runs, through the token index (`warehouse token`,
+  warehouse/tokens.py), and through `node_tokens` alone (every array unrolled), same rows;
+* pages (with `--pages`): each dashboard page (runs, run, nodes, node, compare, quality)
+  through Starlette's test client, after one warm-up request;
 * export (with `--export`): `warehouse export` of the whole warehouse;
 * the file's size against the node JSONL it holds, and at the largest scale after
   `warehouse compact`.
 
 Every figure is printed with its growth factor against 1x of the same layout, and the
-layouts' ratio at each scale. DuckLake is not measured here: it writes Parquet files per commit
-and keeps no row groups to rewrite (docs/ducklake.md).
+layouts' ratio at each scale; with `--pages`, each page's seconds with its growth factor
+against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files; it has no
+`warehouse compact` (DuckLake merges its own files).
 """
 from __future__ import annotations
 
@@ -36,7 +41,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 BASE_RUN = "20260801_000000_bench"
-TOKEN_QUERY = 'SELECT count(*) FROM "node_tokens" WHERE "token_id" = 4242'
+TOKEN_ID = 4242
+TOKEN_VIEW = f'SELECT * FROM "node_tokens" WHERE "token_id" = {TOKEN_ID} ORDER BY ALL'
+PAGE_TARGET_S = 0.5
 
 
 def _peak_mb() -> float:
@@ -74,13 +81,49 @@ def _tables(url: str) -> tuple[float, float]:
     return time.perf_counter() - t0, _peak_mb()
 
 
-def _token_search(url: str) -> tuple[float, float]:
+def _token_search(url: str) -> tuple[float, float, int]:
+    from warehouse.db import connect
+    from warehouse.tokens import find_token
+
+    with connect(url, read_only=True) as con:
+        t0 = time.perf_counter()
+        rows = find_token(con, TOKEN_ID).fetchall()
+        return time.perf_counter() - t0, _peak_mb(), len(rows)
+
+
+def _token_view(url: str) -> tuple[float, float, int]:
     from warehouse.db import connect
 
     with connect(url, read_only=True) as con:
         t0 = time.perf_counter()
-        con.execute(TOKEN_QUERY).fetchone()
-        return time.perf_counter() - t0, _peak_mb()
+        rows = con.execute(TOKEN_VIEW).fetchall()
+        return time.perf_counter() - t0, _peak_mb(), len(rows)
+
+
+def _pages(url: str) -> dict[str, float]:
+    """Seconds per dashboard page, each fetched once after a warm-up request (the live page's
+    version poll: a page of its own, so no measured page is answered from DuckLake's cache)."""
+    from starlette.testclient import TestClient
+
+    from warehouse.db import connect
+    from warehouse.serve.app import create_app
+
+    with connect(url, read_only=True) as con:
+        runs = [r for (r,) in con.execute('SELECT "run_id" FROM "runs" ORDER BY 1').fetchall()]
+        node = con.execute('SELECT "node_id" FROM "nodes" WHERE "run_id" = ? ORDER BY "n_response_tokens" DESC '
+                           'LIMIT 1', [runs[0]]).fetchone()[0]
+    paths = {"runs": "/", "run": f"/runs/{runs[0]}", "nodes": f"/runs/{runs[0]}/nodes",
+             "node": f"/runs/{runs[0]}/nodes/{node}", "compare": f"/compare?run={runs[0]}&run={runs[-1]}",
+             "quality": "/quality"}
+    seconds = {}
+    with TestClient(create_app(url)) as client:
+        assert client.get(f"/api/runs/{runs[0]}/version").status_code == 200
+        for name, path in paths.items():
+            t0 = time.perf_counter()
+            answer = client.get(path)
+            seconds[f"page_{name}_s"] = time.perf_counter() - t0
+            assert answer.status_code == 200, (path, answer.status_code)
+    return seconds
 
 
 def _export(url: str, out: str) -> tuple[float, float]:
@@ -125,14 +168,37 @@ def _copy_root(base: Path, out: Path, run_id: str, files: int | None = None, lin
     return total
 
 
-# --- one layout --------------------------------------------------------------------------
+# --- one layout ---------------------------------------------------------------------------
 
-def measure_layout(row_group_size: int, base: Path, work: Path, scales: list[int],
-                   export: bool) -> dict[int, dict[str, float]]:
-    db = work / f"rg{row_group_size}.duckdb"
-    for p in (db, Path(f"{db}.wal")):
-        p.unlink(missing_ok=True)
-    url = f"duckdb:///{db}"
+class Warehouse:
+    """Where one layout's copies go: a DuckDB file (attached with `row_group_size`-row row
+    groups) or a DuckLake (SQLite catalog, Parquet files under a folder of its own)."""
+
+    def __init__(self, label: str, work: Path):
+        from warehouse.config import resolve_db_url
+
+        self.label, self.lake = label, label == "ducklake"
+        self.row_group_size = 2048 if self.lake else int(label)
+        if self.lake:
+            self.paths = [work / "lake.sqlite", work / "lake_files"]
+            self.url = resolve_db_url(f"ducklake:sqlite:{self.paths[0]}", self.paths[1])
+        else:
+            self.paths = [work / f"rg{label}.duckdb", work / f"rg{label}.duckdb.wal"]
+            self.url = f"duckdb:///{self.paths[0]}"
+        self.remove()
+
+    def remove(self) -> None:
+        for p in self.paths:
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+
+    def size_mb(self) -> float:
+        files = [f for p in self.paths if p.exists() for f in ([p] if p.is_file() else p.rglob("*"))]
+        return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+
+
+def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
+                   export: bool, pages: bool) -> dict[int, dict[str, float]]:
+    url, row_group_size = wh.url, wh.row_group_size
     _in_own_process(_init, row_group_size, url)
     held, results = 0, {}
     for copy in range(1, max(scales) + 1):
@@ -150,28 +216,32 @@ def measure_layout(row_group_size: int, base: Path, work: Path, scales: list[int
         row["two_node_s"], row["two_node_rss_mb"] = _in_own_process(_ingest, row_group_size, url, str(two))
         shutil.rmtree(two)
         row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)
-        row["token_search_s"], row["token_search_rss_mb"] = _in_own_process(_token_search, url)
+        row["token_search_s"], row["token_search_rss_mb"], found = _in_own_process(_token_search, url)
+        row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
+        assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
+        if pages:
+            row.update(_in_own_process(_pages, url))
         if export:
             out = work / "export"
             row["export_s"], row["export_rss_mb"] = _in_own_process(_export, url, str(out))
             shutil.rmtree(out)
-        row["file_mb"] = db.stat().st_size / 1e6
+        row["file_mb"] = wh.size_mb()
         row["jsonl_mb"] = held / 1e6
         row["file_vs_jsonl"] = row["file_mb"] / row["jsonl_mb"]
-        if copy == max(scales):  # compacting earlier would change what the later copies meet
+        if copy == max(scales) and not wh.lake:  # compacting earlier would change what later copies meet
             row["compact_s"], row["compact_rss_mb"] = _in_own_process(_compact, url)
-            row["compacted_vs_jsonl"] = db.stat().st_size / 1e6 / row["jsonl_mb"]
-        print(f"  rg{row_group_size} {copy}x: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
-    db.unlink()
+            row["compacted_vs_jsonl"] = wh.size_mb() / row["jsonl_mb"]
+        print(f"  {wh.label} {copy}x: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
+    wh.remove()
     return results
 
 
 def print_table(results: dict[int, dict[int, dict[str, float]]], scales: list[int]) -> None:
     ours, *others = list(results)
     keys = list(results[ours][scales[-1]])
-    head = ["figure"] + [f"rg{lay} {s}x" for lay in results for s in scales]
-    head += [f"rg{lay} {s}x/1x" for lay in results for s in scales[1:]]
-    head += [f"rg{ours}/rg{o} {s}x" for o in others for s in scales]
+    head = ["figure"] + [f"{_name(lay)} {s}x" for lay in results for s in scales]
+    head += [f"{_name(lay)} {s}x/1x" for lay in results for s in scales[1:]]
+    head += [f"{_name(ours)}/{_name(o)} {s}x" for o in others for s in scales]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for key in keys:
@@ -180,6 +250,22 @@ def print_table(results: dict[int, dict[int, dict[str, float]]], scales: list[in
                   for lay in results for s in scales[1:]]
         cells += [_ratio(results[ours][s].get(key), results[o][s].get(key)) for o in others for s in scales]
         print(f"| {key} | " + " | ".join(cells) + " |")
+
+
+def print_pages(results: dict[str, dict[int, dict[str, float]]], scales: list[int]) -> None:
+    """Each page's seconds at each scale with its growth factor, against the target."""
+    for layout, by_scale in results.items():
+        for key in [k for k in by_scale[scales[-1]] if k.startswith("page_")]:
+            times = [by_scale[s][key] for s in scales]
+            growth = ", ".join(f"{s}x/1x {t / times[0]:.2f}x" for s, t in zip(scales[1:], times[1:]))
+            over = [f"{s}x" for s, t in zip(scales, times) if t > PAGE_TARGET_S]
+            verdict = f"over {PAGE_TARGET_S} s at {', '.join(over)}" if over else f"<= {PAGE_TARGET_S} s"
+            print(f"{layout} {key[5:-2]}: " + ", ".join(f"{s}x {t:.3f} s" for s, t in zip(scales, times))
+                  + f" ({growth}; {verdict})")
+
+
+def _name(layout: str) -> str:
+    return layout if layout == "ducklake" else f"rg{layout}"
 
 
 def _cell(value: float | None) -> str:
@@ -195,7 +281,10 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=30.0, help="the root's size (1x)")
     parser.add_argument("--file-mb", type=float, default=1.0, help="about how large a node file is")
     parser.add_argument("--scale", default="1,10", help="scales to measure, in copies of the root")
-    parser.add_argument("--layouts", default="2048,122880", help="row-group sizes; the first is ours")
+    parser.add_argument("--layouts", default="2048,122880",
+                        help="row-group sizes of a DuckDB file, or ducklake (SQLite catalog); the first is "
+                             "compared with the others")
+    parser.add_argument("--pages", action="store_true", help="also time each dashboard page")
     parser.add_argument("--export", action="store_true", help="also time `warehouse export`")
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
     args = parser.parse_args()
@@ -211,9 +300,11 @@ def main() -> None:
     nodes = sum(1 for p in base.rglob("*.jsonl") for _ in p.open("rb"))
     print(f"root: {size:.1f} MB of node JSONL, {nodes} nodes; scales {scales}; work {work}", flush=True)
     results = {}
-    for layout in (int(x) for x in args.layouts.split(",")):
-        results[layout] = measure_layout(layout, base, work, scales, args.export)
+    for layout in args.layouts.split(","):
+        results[layout] = measure_layout(Warehouse(layout, work), base, work, scales, args.export, args.pages)
     print_table(results, scales)
+    if args.pages:
+        print_pages(results, scales)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -15,6 +15,7 @@ from ingest import derive
 from ingest.lines import RawLines, explain_json_error
 from ingest.normalize import normalize
 from ingest.sources import Source, record_errors
+from warehouse import tokens
 from warehouse.db import quote_identifier as qi
 from warehouse.vocabulary import (NODE_DERIVED_COLUMNS, NODE_PAYLOAD_FIELDS, STEP_METRIC_FIELDS, STEP_PHASE_COLUMNS,
                                   SUMMARY_FIELDS, node_columns)
@@ -123,6 +124,9 @@ def insert_nodes(con, sources: dict[int, Source]) -> None:
     con.execute(f"INSERT INTO node_payloads (source_id, line_no, {', '.join(PAYLOAD_COLUMNS)}) "
                 f"SELECT m.source_id, t.line_no, {payload} FROM {by_key} "
                 "WHERE t.reject_reason IS NULL", params)
+    con.execute(tokens.INSERT_INDEX + tokens.INDEX_ROWS.format(
+        source_id="m.source_id", line_no="t.line_no", ids="t.p_response_token_ids",
+        relation=f"{by_key} WHERE t.reject_reason IS NULL"), params)
     insert_train_tokens(con, by_key, params)
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 # Tables whose rows belong to one source (deleted when the source is reloaded).
-OWNED_BY_SOURCE = ("nodes", "node_payloads", "node_train_tokens", "steps", "wandb_history", "ingest_errors",
-                   "rm_runs", "rm_references", "rm_budgets", "rm_jobs", "rm_steps",
+OWNED_BY_SOURCE = ("nodes", "node_payloads", "node_token_index", "node_train_tokens", "steps", "wandb_history",
+                   "ingest_errors", "rm_runs", "rm_references", "rm_budgets", "rm_jobs", "rm_steps",
                    "rm_artifacts", "rm_evaluations", "rm_eval_sections")
 
 

@@ -4,7 +4,8 @@
 -- tokens across runs: the least likely tokens of a run, a token id's logprobs over rounds. position
 -- is 0-based; logprob is NULL where the record stored fewer logprobs than tokens. This view (and
 -- logprob_mismatch, for trained nodes) reads node_payloads: filter by run_id (or node) before
--- scanning all of it.
+-- scanning all of it. One token id across all runs: `warehouse token ID` (warehouse/tokens.py)
+-- finds the nodes holding it in node_token_index, then reads only their payloads, through this SELECT.
 -- trainer_logprob and ref_logprob are what the GRPO step computed for the token (node_train_tokens:
 -- the learner's old_log_prob and the reference's); NULL where the round was not trained (imported
 -- roots, --no-learn).

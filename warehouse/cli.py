@@ -155,6 +155,21 @@ def tables(obj: dict) -> None:
     click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
 
 
+@main.command()
+@click.argument("token_id", type=int)
+@click.option("--run", "run_id", metavar="RUN", help="Only this run's nodes (default: every run).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format.")
+@click.pass_obj
+def token(obj: dict, token_id: int, run_id: str | None, fmt: str) -> None:
+    """Every occurrence of TOKEN_ID in a node's response, across all runs: node_tokens' rows
+    for it, found through the token index without unrolling every token array."""
+    from warehouse.terminal import render
+    from warehouse.tokens import search_token
+
+    click.echo(render(search_token(obj["db_url"], token_id, run_id), fmt), nl=False)
+
+
 @main.command("view-sql")
 @click.argument("view")
 def view_sql(view: str) -> None:

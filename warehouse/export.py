@@ -8,8 +8,8 @@ empty relation (a partitioned write of no rows writes no file). `node_payloads` 
 completions, token ids: the heavy table) are written run by run, one file per run (its
 node's run), so memory holds one run's payloads at a time whatever the warehouse holds; they
 are left out only when asked (`payloads=False`). Views derived from the payloads
-(`node_tokens`: every token unrolled, the payloads again at many times their size) are left
-out always: the restored warehouse derives them again.
+(`node_tokens`: every token unrolled, the payloads again at many times their size) and the
+token index are left out always: the restored warehouse derives them again.
 
 `DIR/export_manifest.json` lists every relation (table or view), its file(s), row count and
 columns, and the schema revision. `warehouse ingest DIR` on an empty warehouse at that revision
@@ -27,8 +27,9 @@ from pathlib import Path
 from warehouse.errors import DiskError, TerminalError, disk_errno, disk_error, probe_writable
 
 PAYLOADS = "node_payloads"
-#: Views that unroll the payloads: never exported (the manifest lists them as left out).
-DERIVED = ("node_tokens",)
+#: Derived from the payloads: never exported (the manifest lists them as left out). The view
+#: unrolls them; the token index (warehouse/tokens.py) is built again by the restore.
+DERIVED = ("node_tokens", "node_token_index")
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Hive's folder for a NULL partition value
 MANIFEST = "export_manifest.json"
 FORMAT = 1  # the manifest's layout version
@@ -209,7 +210,7 @@ def restore_export(url: str, export_dir: str | Path) -> tuple[list[Restored], li
         require_head(con, url)
         _refuse_other_revision(doc, root)
         _refuse_data(con, display_name(url), root)
-        restored = transaction(con, lambda: [_restore_one(con, root, r) for r in tables])
+        restored = transaction(con, lambda: _restore_all(con, root, tables))
     warnings = [f"{root} was exported without {name}: the restored warehouse has none"
                 for name in doc.get("left_out", []) if name not in DERIVED]
     return restored, warnings
@@ -245,6 +246,14 @@ def _refuse_data(con, name: str, root: Path) -> None:
     if full:
         raise TerminalError(f"{name} already holds data ({', '.join(full[:4])}): an export restores into "
                             f"an empty warehouse only. Run 'warehouse --db NEW init', then ingest {root} there.")
+
+
+def _restore_all(con, root: Path, tables: list[dict]) -> list[Restored]:
+    from warehouse.tokens import rebuild_index
+
+    restored = [_restore_one(con, root, r) for r in tables]
+    rebuild_index(con)
+    return restored
 
 
 def _restore_one(con, root: Path, relation: dict) -> Restored:

@@ -179,6 +179,19 @@ node_payloads = sa.Table(
     *record_columns(NODE_PAYLOAD_FIELDS, "node_payloads"),
 )
 
+# One row per distinct response token id of a payload, written with it and sorted by token id
+# within each write: DuckDB's per-row-group min/max (zone maps) then skips every row group
+# that cannot hold an id, so finding a token id across all runs reads a few row groups here
+# and only the payloads that hold it (warehouse/tokens.py), never every token array.
+# Derived: an export leaves it out and a restore builds it again.
+node_token_index = sa.Table(
+    "node_token_index",
+    metadata,
+    sa.Column("token_id", sa.Integer, nullable=False),
+    sa.Column("source_id", sa.Integer, nullable=False, comment="the node's"),
+    sa.Column("line_no", sa.Integer, nullable=False, comment="the node's"),
+)
+
 node_train_tokens = sa.Table(
     "node_train_tokens",
     metadata,

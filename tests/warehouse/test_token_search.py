@@ -1,0 +1,148 @@
+"""A token id across all runs, found through node_token_index: the same rows as filtering
+node_tokens (which unrolls every array), the index kept by every writer of payloads (ingest,
+a changed source's reload, a restore) and built by migration 0008 for payloads held before."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from ingest.pipeline import ingest_roots
+from ingest.sample import write_sample_root
+from warehouse.cli import main
+from warehouse.db import connect
+from warehouse.migrate import init_db, upgrade
+from warehouse import tokens
+from warehouse.tokens import INDEX_ROWS, search_token
+
+VIEW = ('SELECT * FROM "node_tokens" WHERE "token_id" = ? AND (? IS NULL OR "run_id" = ?) '
+        'ORDER BY "run_id", "round", "task", "node_id", "source_id", "line_no", "position"')
+REBUILT = INDEX_ROWS.format(source_id='"source_id"', line_no='"line_no"', ids='"response_token_ids"',
+                            relation='"node_payloads"')
+
+
+def _train(root) -> None:
+    """A trainer's record on the first node file's nodes, so the trainer's columns are searched too."""
+    path = sorted(root.rglob("*.jsonl"))[0]
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for rec in records:
+        n = len(rec.get("response_token_ids") or [])
+        rec.update(trainer_logprobs=[-0.25] * n, ref_logprobs=[-0.5] * n, ratios=[1.0] * n, train_step=1,
+                   advantage=0.5)
+    path.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tokens")
+    root = write_sample_root(tmp / "root", payload_tokens=(20, 60))
+    _train(root)
+    url = f"duckdb:///{tmp / 'wh.duckdb'}"
+    init_db(url)
+    report = ingest_roots(url, [str(root)])
+    assert report.files_failed == 0 and report.rows > 100
+    return url, root
+
+
+def _view(url: str, token_id: int, run_id: str | None = None) -> list[tuple]:
+    with connect(url, read_only=True) as con:
+        return con.execute(VIEW, [token_id, run_id, run_id]).fetchall()
+
+
+def _index_equals_its_payloads(url: str) -> None:
+    with connect(url, read_only=True) as con:
+        held = Counter(con.execute('SELECT * FROM "node_token_index"').fetchall())
+        derived = Counter(con.execute(REBUILT).fetchall())
+    assert held and held == derived
+
+
+def _token_ids(url: str) -> list[tuple[int, int]]:
+    """(token id, nodes holding it): held by the most nodes, by a middling number, by one; and
+    one held by none."""
+    with connect(url, read_only=True) as con:
+        counts = con.execute('SELECT "token_id", count(*) AS n FROM "node_token_index" '
+                             'GROUP BY 1 ORDER BY n DESC, 1').fetchall()
+    assert counts[0][1] > 5 and counts[-1][1] == 1
+    return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
+
+
+@pytest.mark.parametrize("narrowed_up_to", [tokens.MAX_NARROWED_NODES, 1])  # 1: common ids read the view whole
+def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to):
+    monkeypatch.setattr(tokens, "MAX_NARROWED_NODES", narrowed_up_to)
+    url, _ = warehouse
+    _index_equals_its_payloads(url)
+    with connect(url, read_only=True) as con:
+        trained = con.execute('SELECT count(*) FROM "node_tokens" WHERE "trainer_logprob" IS NOT NULL').fetchone()[0]
+    assert trained > 0
+    for token_id, nodes in _token_ids(url):
+        rows = search_token(url, token_id).rows
+        assert rows == _view(url, token_id) and len(rows) >= nodes, token_id
+        if rows:  # one run's
+            run_id = rows[-1][0]
+            assert search_token(url, token_id, run_id).rows == _view(url, token_id, run_id) != []
+    assert len({r[0] for r in search_token(url, _token_ids(url)[0][0]).rows}) > 1  # across runs
+    assert search_token(url, _token_ids(url)[-1][0]).rows == []
+
+
+def test_a_changed_source_leaves_no_index_rows_of_its_old_payloads(warehouse, tmp_path):
+    url, root = warehouse
+    url2 = f"duckdb:///{shutil.copy(url.removeprefix('duckdb:///'), tmp_path / 'wh.duckdb')}"
+    path = sorted(root.rglob("*.jsonl"))[1]
+    original = path.read_text()
+    try:
+        records = [json.loads(line) for line in original.splitlines()]
+        for rec in records:
+            rec["response_token_ids"] = [999_999] * 3
+            rec["response_logprobs"] = [-1.0] * 3
+        path.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+        ingest_roots(url2, [str(root)])
+    finally:
+        path.write_text(original)
+    _index_equals_its_payloads(url2)
+    assert len(search_token(url2, 999_999).rows) == 3 * len(records) == len(_view(url2, 999_999))
+
+
+def test_a_restored_export_searches_the_same(warehouse, tmp_path):
+    url, _ = warehouse
+    runner = CliRunner()
+    db = url.removeprefix("duckdb:///")
+    assert runner.invoke(main, ["--db", db, "export", str(tmp_path / "lake")]).exit_code == 0
+    fresh = f"duckdb:///{tmp_path / 'fresh.duckdb'}"
+    init_db(fresh)
+    result = runner.invoke(main, ["--db", fresh.removeprefix("duckdb:///"), "ingest", str(tmp_path / "lake")])
+    assert result.exit_code == 0, result.output
+    _index_equals_its_payloads(fresh)
+    token_id = _token_ids(url)[0][0]
+    assert search_token(fresh, token_id).rows == search_token(url, token_id).rows != []
+
+
+def test_the_cli_prints_the_rows_of_one_run(warehouse):
+    url, _ = warehouse
+    token_id = _token_ids(url)[0][0]
+    run_id = search_token(url, token_id).rows[0][0]
+    result = CliRunner().invoke(main, ["--db", url.removeprefix("duckdb:///"), "token", str(token_id),
+                                       "--run", run_id, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    assert printed and {row["run_id"] for row in printed} == {run_id}
+    assert len(printed) == len(_view(url, token_id, run_id))
+
+
+def test_migration_0008_indexes_the_payloads_already_held(tmp_path):
+    path = tmp_path / "old.duckdb"
+    url = f"duckdb:///{path}"
+    upgrade(url, "0007")
+    old = duckdb.connect(str(path))  # as a writer before 0008 wrote it: payloads, no index
+    try:
+        old.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
+                    "(1, 1, [5, 3, 5, NULL]), (1, 2, [3]), (2, 1, []), (2, 2, NULL), (3, 1, [7, 7, 7])")
+    finally:
+        old.close()
+    assert upgrade(url, "0008") == "0008"
+    with connect(url, read_only=True) as con:
+        assert con.execute('SELECT * FROM "node_token_index"').fetchall() == [
+            (3, 1, 1), (3, 1, 2), (5, 1, 1), (7, 3, 1)]
