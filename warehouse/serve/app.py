@@ -123,8 +123,10 @@ class Pages:
     def runs(self, request: Request) -> Response:
         q = request.query_params
         page = data.runs_page(self.url, q.get("question") or None, q.get("arm") or None,
-                              q.get("kind") or None, q.get("state") or None)
-        return self.render(request, "runs.html", page=page)
+                              q.get("kind") or None, q.get("state") or None,
+                              columns=[c for c in q.getlist("col") if c], group=q.get("group") or None)
+        return self.render(request, "runs.html", page=page, groups=data.GROUPS, metrics=data.RUN_METRICS,
+                           lower_is_better=data.LOWER_IS_BETTER)
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -133,6 +135,7 @@ class Pages:
         page = data.run_page(self.url, run_id)
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
                   for j, fig in enumerate(figures.task_panels(page.data, task, page.axes))}
+        charts["headline"] = figures.headline(page.data, page.axes)
         charts["phases"] = figures.phase_times(page.data, page.axes)
         shown = [m for m in data.STEP_METRICS if any(s.get(m) is not None for s in page.steps)]
         charts.update({f"step-{name}": fig for name, fig in

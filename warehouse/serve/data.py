@@ -58,50 +58,102 @@ def reading(url: str):
 # --- runs ----------------------------------------------------------------------------------
 
 RUNS_SQL = '''
-SELECT m."run_id", st."state", st."exit_reason", r."kind", r."arm", r."question_id",
-       r."resumed_from_run", r."resumed_from_step",
-       m."rounds", m."steps_logged" AS "steps", m."nodes",
-       st."started_at", st."last_activity_at", st."last_activity_from"
+SELECT m.*, m."steps_logged" AS "steps", st."exit_reason", st."started_at", st."last_activity_from"
 FROM "run_metrics" AS m
-LEFT JOIN "runs" AS r USING ("run_id")
 LEFT JOIN "run_state" AS st USING ("run_id")
-WHERE (CAST(? AS VARCHAR) IS NULL OR r."question_id" = ?)
-  AND (CAST(? AS VARCHAR) IS NULL OR r."arm" = ?)
-  AND (CAST(? AS VARCHAR) IS NULL OR r."kind" = ?)
-  AND (CAST(? AS VARCHAR) IS NULL OR st."state" = ?)
-ORDER BY coalesce(st."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
+WHERE {where}
+ORDER BY coalesce(m."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
 '''
+#: the runs page's filters: query parameter -> run_metrics column
+FILTERS = {"question": "question_id", "arm": "arm", "kind": "kind", "state": "state"}
+#: what the runs can be grouped by: query parameter -> run_metrics column
+GROUPS = {"question": "question_id", "arm": "arm", "model": "model", "task_set": "task_set"}
+#: the metric columns of the runs table (run_metrics), the ones a group row gives mean and best of
+RUN_METRICS = ("valid_reward_mean_latest", "valid_reward_mean_best", "valid_rate", "reward_best", "loss_latest")
+#: where a lower value is the better one (a group's best is its minimum)
+LOWER_IS_BETTER = frozenset({"loss_latest"})
+#: the run_metrics columns the runs table shows anyway (a pick of one of them adds nothing)
+SHOWN_COLUMNS = frozenset({"run_id", "state", "kind", "arm", "question_id", "model", "response_cap", "total_cap",
+                           "resumed_from_run", "resumed_from_step", "rounds", "steps_logged", "nodes",
+                           "status_counts", "last_activity_at", *RUN_METRICS})
 #: the run states of run_state, in the order the runs page offers them
 STATES = vocab.RUN_STATES
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "FLOAT", "DOUBLE", "DECIMAL")
 
 
 @dataclass
 class RunsPage:
     runs: list[dict]
     statuses: list[str]              # every status seen, the status-count columns
-    choices: dict[str, list[str]]    # filter -> its values (question, arm, kind, state)
+    choices: dict[str, list[str]]    # filter -> its values (question, arm, kind, state); "columns": pickable
     filters: dict[str, str | None] = field(default_factory=dict)
+    picked: list[str] = field(default_factory=list)   # run_metrics columns added by ?col=
+    group: str | None = None                          # GROUPS key, or None
+    groups: list[dict] = field(default_factory=list)  # per group: key, runs, mean_<m>, best_<m>
+    group_metrics: list[str] = field(default_factory=list)  # the columns a group row aggregates
 
 
-def runs_page(url: str, question: str | None = None, arm: str | None = None,
-              kind: str | None = None, state: str | None = None) -> RunsPage:
-    """Every run (filtered), with its state, lineage, rounds, steps, status counts and its own
-    last activity (run_state.last_activity_at, and last_activity_from: whose clock it is)."""
+def runs_page(url: str, question: str | None = None, arm: str | None = None, kind: str | None = None,
+              state: str | None = None, columns: list[str] | None = None, group: str | None = None) -> RunsPage:
+    """Every run (filtered) as a metric table: its state, model, caps, rounds and steps, the
+    headline metrics of run_metrics, its status counts and its own last activity; `columns`
+    adds any other run_metrics column; `group` (GROUPS) adds one row per group with the
+    group's mean and best of each numeric metric column, computed by SQL over run_metrics."""
+    filters = {"question": question, "arm": arm, "kind": kind, "state": state}
+    if group is not None and group not in GROUPS:
+        raise BadRequestError(f"group={group!r}: group runs by one of {', '.join(GROUPS)}")
     with reading(url) as con:
-        runs = rows(con, RUNS_SQL, question, question, arm, arm, kind, kind, state, state)
+        types = {name: kind_ for name, kind_, *_ in con.execute('DESCRIBE "run_metrics"').fetchall()}
+        picked = _picked_columns(columns or [], types)
+        where, params = _run_filters(filters)
+        runs = rows(con, RUNS_SQL.format(where=where), *params)
         counts = rows(con, 'SELECT "run_id", coalesce("status", \'NULL\') AS "status", "n" '
                            'FROM "run_status_counts"')
         choices = {name: [r[0] for r in con.execute(
             f'SELECT DISTINCT "{column}" FROM "runs" WHERE "{column}" IS NOT NULL ORDER BY 1').fetchall()]
             for name, column in (("question", "question_id"), ("arm", "arm"), ("kind", "kind"))}
+        numeric = [c for c in (*RUN_METRICS, *picked) if str(types[c]).startswith(_NUMERIC)]
+        groups = _groups(con, GROUPS[group], numeric, where, params) if group else []
     choices["state"] = list(STATES)
+    choices["columns"] = [c for c in types if c not in SHOWN_COLUMNS]
     by_run: dict[str, dict] = {}
     for c in counts:
         by_run.setdefault(c["run_id"], {})[c["status"]] = c["n"]
     statuses = sorted({c["status"] for c in counts}, key=lambda s: (s != "ok", s))
     for run in runs:
         run["status_counts"] = by_run.get(run["run_id"], {})
-    return RunsPage(runs, statuses, choices, {"question": question, "arm": arm, "kind": kind, "state": state})
+    if group:
+        order = {g["key"]: i for i, g in enumerate(groups)}
+        runs.sort(key=lambda r: order.get(r[GROUPS[group]], len(order)))  # stable: by activity within a group
+    return RunsPage(runs, statuses, choices, filters, picked, group, groups, numeric if group else [])
+
+
+def _picked_columns(columns: list[str], types: dict) -> list[str]:
+    unknown = [c for c in columns if c not in types]
+    if unknown:
+        raise BadRequestError(f"col={unknown[0]!r}: run_metrics has no such column; pick from "
+                              f"{', '.join(c for c in types if c not in SHOWN_COLUMNS)}")
+    return [c for c in dict.fromkeys(columns) if c not in SHOWN_COLUMNS]
+
+
+def _run_filters(filters: dict) -> tuple[str, list]:
+    """The WHERE clause of the runs' filters over run_metrics (m), values bound."""
+    clauses, params = [], []
+    for name, column in FILTERS.items():
+        clauses.append(f'(CAST(? AS VARCHAR) IS NULL OR m."{column}" = ?)')
+        params += [filters.get(name)] * 2
+    return " AND ".join(clauses), params
+
+
+def _groups(con, key: str, metrics: list[str], where: str, params: list) -> list[dict]:
+    """One row per value of run_metrics.`key` (the runs filtered as the table is): its runs
+    and each metric's mean and best over them, best groups (by best valid_reward_mean) first."""
+    parts = [f'avg(m."{c}") AS "mean_{c}", {"min" if c in LOWER_IS_BETTER else "max"}(m."{c}") AS "best_{c}"'
+             for c in metrics]
+    order = '"best_valid_reward_mean_best" DESC NULLS LAST, ' if "valid_reward_mean_best" in metrics else ""
+    sql = (f'SELECT m."{key}" AS "key", count(*) AS "runs", {", ".join(parts)} FROM "run_metrics" AS m '
+           f'WHERE {where} GROUP BY m."{key}" ORDER BY {order}"key" NULLS LAST')
+    return rows(con, sql, *params)
 
 
 # --- one run -------------------------------------------------------------------------------
