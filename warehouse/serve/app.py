@@ -160,7 +160,7 @@ class Pages:
     def compare(self, request: Request) -> Response:
         q = request.query_params
         page = data.compare_page(self.url, q.getlist("run"), q.getlist("arm"), q.get("task") or None,
-                                 data.query_int(q, "k"))
+                                 data.query_int(q, "k"), models=q.getlist("model"), task_sets=q.getlist("task_set"))
         charts = {"compare": figures.compare(page)} if page.series else {}
         return self.render(request, "compare.html", page=page, charts=charts)
 

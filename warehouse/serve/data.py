@@ -273,6 +273,7 @@ class Series:
     reading: dict | None = None      # decision rule at step k: moved, tasks, k
     axes: dict = field(default_factory=dict)  # round -> {"global", "wall"} (round_axes)
     state: str | None = None                  # run_state.state
+    model: str | None = None                  # run_metrics.model
 
 
 @dataclass
@@ -280,46 +281,57 @@ class ComparePage:
     series: list[Series]
     k: int | None
     task: str | None
-    choices: dict[str, list[str]]    # runs, arms, tasks to pick from
+    choices: dict[str, list[str]]    # runs, arms, models, task sets, tasks to pick from
     picked_runs: list[str]
     picked_arms: list[str]
+    picked_models: list[str] = field(default_factory=list)
+    picked_task_sets: list[str] = field(default_factory=list)
 
 
 def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = None,
-                 k: int | None = None) -> ComparePage:
-    """Per-round metrics of the picked runs (and every run of the picked arms) on one x axis,
-    and the decision rule's reading at step k (default: the last step all of them reached;
-    when they share none, each run's own last round)."""
+                 k: int | None = None, models: list[str] | None = None,
+                 task_sets: list[str] | None = None) -> ComparePage:
+    """Per-round metrics of the picked runs (by name, and every run matching the picked arms,
+    models and task sets together) on one x axis, and the decision rule's reading at step k
+    (default: the last step all of them reached; when they share none, each run's own last
+    round)."""
+    models, task_sets = models or [], task_sets or []
     with reading(url) as con:
-        choices = {"runs": [r[0] for r in con.execute(
-                       'SELECT "run_id" FROM "run_metrics" ORDER BY "run_id"').fetchall()],
-                   "arms": [r[0] for r in con.execute(
-                       'SELECT DISTINCT "arm" FROM "runs" WHERE "arm" IS NOT NULL ORDER BY 1').fetchall()],
+        known = rows(con, 'SELECT "run_id", "arm", "model", "task_set", "rounds" FROM "run_metrics" ORDER BY "run_id"')
+        choices = {"runs": [r["run_id"] for r in known],
+                   "arms": sorted({r["arm"] for r in known if r["arm"] is not None}),
+                   "models": sorted({r["model"] for r in known if r["model"] is not None}),
+                   "task_sets": sorted({r["task_set"] for r in known if r["task_set"] is not None}),
                    "tasks": [r[0] for r in con.execute(
                        'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
-        picked = _picked_runs(con, runs, arms)
+        picked = _picked_runs(known, runs, {"arm": arms, "model": models, "task_set": task_sets})
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
-        # a run of a picked arm with no round (a launch that failed before round 1) has nothing
-        # to compare: it is left out, unless it was picked by name
+        # a run matched by arm, model or task set with no round (a launch that failed before
+        # round 1) has nothing to compare: it is left out, unless it was picked by name
         series = [s for s in series if s.rounds or s.run_id in runs]
         states = dict(con.execute('SELECT "run_id", "state" FROM "run_state"').fetchall())
+        model_of = {r["run_id"]: r["model"] for r in known}
         for s in series:
-            s.state = states.get(s.run_id)
+            s.state, s.model = states.get(s.run_id), model_of.get(s.run_id)
         k = k if k is not None else _shared_last_round(series)
         for s in series:
             at = k if k is not None else (max(s.rounds) if s.rounds else None)
             s.reading = _reading(con, s.run_id, at, task) if at is not None else None
-    return ComparePage(series, k, task, choices, runs, arms)
+    return ComparePage(series, k, task, choices, runs, arms, models, task_sets)
 
 
-def _picked_runs(con, runs: list[str], arms: list[str]) -> list[tuple[str, str | None]]:
-    known = dict(con.execute('SELECT m."run_id", r."arm" FROM "run_metrics" AS m '
-                             'LEFT JOIN "runs" AS r USING ("run_id")').fetchall())
-    missing = [r for r in runs if r not in known]
+def _picked_runs(known: list[dict], runs: list[str], groups: dict[str, list[str]]) -> list[tuple[str, str | None]]:
+    """The runs named, then every run whose arm, model and task set are each among the picked
+    ones (a group with nothing picked does not narrow); nothing but the named runs when no
+    group is picked."""
+    arm_of = {r["run_id"]: r["arm"] for r in known}
+    missing = [r for r in runs if r not in arm_of]
     if missing:
         raise NotFoundError(f"no run {', '.join(map(repr, missing))} in the warehouse")
-    picked = list(dict.fromkeys(runs + [r for r, a in sorted(known.items()) if a in arms]))
-    return [(r, known[r]) for r in picked]
+    narrowing = {column: set(values) for column, values in groups.items() if values}
+    matched = [r["run_id"] for r in known
+               if narrowing and all(r[column] in values for column, values in narrowing.items())]
+    return [(r, arm_of[r]) for r in dict.fromkeys(runs + matched)]
 
 
 def _series(con, run_id: str, arm: str | None, task: str | None) -> Series:

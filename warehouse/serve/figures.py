@@ -64,8 +64,11 @@ def _status_shares(nodes: list[dict], axes: dict | None, link: dict) -> dict:
 #: the gen phase's parts (round_metrics: generation_s, execution_s, gen_overlap_s, gen_other_s),
 #: stacked in place of its one bar where the round's summaries give them
 GEN_PARTS = ("generation", "generation ∥ execution", "execution", "gen: other")
-GEN_COLOURS = {"generation": "#1f77b4", "generation ∥ execution": "#17becf", "execution": "#ff7f0e",
+GEN_COLOURS = {"generation": "#1f77b4", "generation ∥ execution": "#2ca02c", "execution": "#ff7f0e",
                "gen: other": "#c7c7c7"}
+#: the other phases' colours, none of them one of the gen parts'
+PHASE_COLOURS = {"update_weights": "#8c564b", "gen": "#1f77b4", "old_log_prob": "#9467bd", "ref": "#e377c2",
+                 "adv": "#bcbd22", "update_actor": "#7f7f7f", "save_checkpoint": "#17becf"}
 
 
 def phase_times(data: RunData, axes: dict | None = None) -> dict:
@@ -83,7 +86,8 @@ def phase_times(data: RunData, axes: dict | None = None) -> dict:
             traces += [_on_axes(trace, axes, link) for trace in _gen_parts(logged, split)]
         y = [0.0 if p == "gen" and cut else r[f"{p}_s"] or 0.0 for r, cut in zip(logged, split)]  # unsplit gen
         if any(y):
-            traces.append(_on_axes({"type": "bar", "x": steps, "y": y, "name": p}, axes, link))
+            traces.append(_on_axes({"type": "bar", "x": steps, "y": y, "name": p,
+                                    "marker": {"color": PHASE_COLOURS.get(p, "#d62728")}}, axes, link))
     fig = _figure("step phase times (gen split into generation and execution)" if any(split) else "step phase times",
                   "step (= round)", "seconds", traces, steps, loggable=True)
     fig["layout"]["barmode"] = "stack"
@@ -121,7 +125,8 @@ def headline(data: RunData, axes: dict | None = None) -> dict:
                   [*traces, rate], x, smooth=True)
     if fig["data"]:
         fig["layout"]["yaxis2"] = {"title": {"text": "valid rate"}, "overlaying": "y", "side": "right",
-                                   "range": [0, 1.05], "showgrid": False}
+                                   "range": [0, 1.05], "showgrid": False,
+                                   "tickmode": "linear", "tick0": 0, "dtick": 0.2}
         fig["layout"]["margin"]["r"] = 55
         fig["layout"]["height"] = 320
         fig["layout"]["legend"] = {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}}
@@ -173,8 +178,8 @@ def compare(page: ComparePage) -> dict:
         for colour, s in enumerate(page.series):
             trace = _line(s.rounds, s.values[metric], _label(s), group=s.run_id)
             trace.update({"yaxis": "y" if i == 1 else f"y{i}", "showlegend": i == 1,
-                          "line": {"color": PALETTE[colour % len(PALETTE)]},
-                          "marker": {"color": PALETTE[colour % len(PALETTE)]}})
+                          "line": {"color": PALETTE[colour % len(PALETTE)], "dash": DASHES[colour % len(DASHES)]},
+                          "marker": _marker(colour)})
             link = {"url": f"/runs/{quote(s.run_id)}/nodes", "params": {"task": page.task} if page.task else {}}
             traces.append(_on_axes(trace, s.axes, link))
     return {"data": traces, "layout": layout}
@@ -182,6 +187,19 @@ def compare(page: ComparePage) -> dict:
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
+
+
+#: per run a marker of its own, open, and smaller for each later run: where two runs' points
+#: coincide, each one's outline still shows around or inside the other's
+SYMBOLS = ("circle-open", "square-open", "diamond-open", "triangle-up-open", "x-thin-open", "cross-thin-open",
+           "star-open", "hexagon-open", "pentagon-open", "triangle-down-open")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _marker(k: int) -> dict:
+    colour = PALETTE[k % len(PALETTE)]
+    return {"color": colour, "symbol": SYMBOLS[k % len(SYMBOLS)], "size": max(14 - 2 * (k % 5), 6),
+            "line": {"color": colour, "width": 2}}
 
 
 def _label(series) -> str:

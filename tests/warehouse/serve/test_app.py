@@ -321,3 +321,32 @@ def test_phase_chart_splits_gen_into_generation_execution_and_their_overlap(clie
         assert by_name["execution"]["y"][k] + overlap == pytest.approx(execution)
         assert sum(by_name[p]["y"][k] for p in parts if p in by_name) == pytest.approx(gen)  # they stack to gen
 
+
+
+def test_compare_picks_runs_by_model_and_task_set_together(client, demo_url):
+    """A model alone gives its runs; a model and a task set give only the runs on both (not
+    every run of the model), and an arm narrows the same way."""
+    model, task_set, n = sql(demo_url, 'SELECT "model", "task_set", count(*) FROM "run_metrics" WHERE "rounds" > 0 '
+                                       'GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 1')[0]
+    of_model = {r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "run_metrics" WHERE "model" = ? AND "rounds" > 0',
+                                  model)}
+    assert len(of_model) > n  # the model has runs on other task sets too: the task set narrows
+    html = client.get("/compare", params={"model": model}).text
+    assert set(re.findall(r'<tr><td class="text"><a href="/runs/([^"]+)">', html)) == of_model
+    html = client.get("/compare", params={"model": model, "task_set": task_set}).text
+    both = {r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "run_metrics" WHERE "model" = ? AND "task_set" = ? '
+                                        'AND "rounds" > 0', model, task_set)}
+    assert set(re.findall(r'<tr><td class="text"><a href="/runs/([^"]+)">', html)) == both and len(both) == n
+    assert len(charts_of(html)["compare"]["data"]) == 5 * n
+    assert f'<option value="{task_set}" title="{task_set}" selected>' in html
+
+
+def test_compare_draws_each_run_with_its_own_marker_so_coinciding_points_show(client, demo_url):
+    runs = [r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "task_round_metrics" GROUP BY 1 ORDER BY 1 LIMIT 3')]
+    figure = charts_of(client.get("/compare", params=[("run", r) for r in runs]).text)["compare"]
+    first_panel = figure["data"][:len(runs)]
+    markers = [(t["marker"]["symbol"], t["marker"]["size"]) for t in first_panel]
+    assert len(set(markers)) == len(runs)  # a symbol and size of its own each
+    assert all(t["marker"]["symbol"].endswith("-open") for t in first_panel)  # open: the one behind shows through
+    sizes = [size for _, size in markers]
+    assert sizes == sorted(sizes, reverse=True)  # later runs drawn smaller, inside the earlier ones
