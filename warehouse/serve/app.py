@@ -41,6 +41,7 @@ def create_app(url: str, refresh_s: float = DEFAULT_REFRESH_S) -> Starlette:
         Route("/api/runs/{run_id:path}/version", pages.version, name="version"),
         Route("/compare", pages.compare, name="compare"),
         Route("/quality", pages.quality, name="quality"),
+        Route("/quality/expectations", pages.expectations, name="expectations"),
         Route("/static/plotly.min.js", plotly_js, name="plotly"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -165,7 +166,15 @@ class Pages:
         return self.render(request, "compare.html", page=page, charts=charts)
 
     def quality(self, request: Request) -> Response:
-        return self.render(request, "quality.html", violations=data.violations(self.url))
+        return self.render(request, "quality.html", violations=data.violations(self.url), report=None)
+
+    def expectations(self, request: Request) -> Response:
+        """Every expectation of `warehouse check` with its result, passed ones too (the same
+        run_checks; seconds, not milliseconds, so a page of its own, linked from /quality)."""
+        from warehouse.quality.report import example_label
+
+        return self.render(request, "quality.html", violations=data.violations(self.url),
+                           report=data.expectations(self.url), example_label=example_label)
 
     def node(self, request: Request) -> Response:
         from urllib.parse import urlencode

@@ -365,6 +365,14 @@ def violations(url: str) -> list[dict]:
                          '"round", "task", "node_id"')
 
 
+def expectations(url: str):
+    """`warehouse check`'s report (warehouse.quality.runner.run_checks): one outcome per
+    expectation, passed or not, with up to 5 offending rows each."""
+    from warehouse.quality.runner import run_checks
+
+    return run_checks(url, examples=5)
+
+
 NODE_SQL = '''
 SELECT n."run_id", n."round", n."task", n."node_id", n."mode", n."status", n."reward",
        n."parent_id", n."sibling_group", n."exc_type", n."exec_time", n."test_metric",

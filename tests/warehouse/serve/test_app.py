@@ -350,3 +350,17 @@ def test_compare_draws_each_run_with_its_own_marker_so_coinciding_points_show(cl
     assert all(t["marker"]["symbol"].endswith("-open") for t in first_panel)  # open: the one behind shows through
     sizes = [size for _, size in markers]
     assert sizes == sorted(sizes, reverse=True)  # later runs drawn smaller, inside the earlier ones
+
+
+def test_quality_expectations_lists_every_expectation_passed_ones_too(client, demo_url):
+    from warehouse.quality.runner import run_checks
+
+    assert 'href="/quality/expectations"' in client.get("/quality").text
+    html = client.get("/quality/expectations").text
+    report = run_checks(demo_url)
+    results = re.findall(r'<tr data-result="(\w+)">', html)
+    assert len(results) == len(report.outcomes) > 30
+    assert results == ["pass" if o.success else "fail" for o in report.outcomes]
+    assert "pass" in results and "fail" in results  # the probe's 1.5 reward fails check 1; the rest pass
+    passed = sum(o.success for o in report.outcomes)
+    assert f'data-passed="{passed}" data-total="{len(report.outcomes)}"' in html

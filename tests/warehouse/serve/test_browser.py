@@ -388,3 +388,18 @@ def test_phase_chart_draws_generation_and_execution_apart_with_their_overlap(bro
         return el.data.find((t) => t.name === 'generation ∥ execution').y;""")
     assert got == pytest.approx([v or 0.0 for (v,) in overlap])
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_quality_page_opens_every_expectation_with_its_result(browser, server, demo_url, shots):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    load(browser, server + "/quality", shots, "quality_short", charts=False)
+    browser.find_element("id", "every-expectation").click()
+    WebDriverWait(browser, 120).until(lambda d: d.find_elements("id", "expectations-table"))
+    results = browser.execute_script("return Array.from(document.querySelectorAll('#expectations-table tbody tr'))"
+                                     ".map((r) => r.dataset.result)")
+    verdict = browser.find_element("id", "expectations-verdict")
+    assert len(results) == int(verdict.get_attribute("data-total")) > 30
+    assert results.count("pass") == int(verdict.get_attribute("data-passed")) > 0 and "fail" in results
+    browser.save_screenshot(str(shots / "quality_expectations.png"))
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
