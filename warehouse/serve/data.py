@@ -58,11 +58,11 @@ def reading(url: str):
 # --- runs ----------------------------------------------------------------------------------
 
 RUNS_SQL = '''
-SELECT m.*, m."steps_logged" AS "steps", st."exit_reason", st."started_at", st."last_activity_from"
+SELECT m.*, m."steps_logged" AS "steps", st."exit_reason", st."started_at", st."last_activity_from"{windows}
 FROM "run_metrics" AS m
 LEFT JOIN "run_state" AS st USING ("run_id")
 WHERE {where}
-ORDER BY coalesce(m."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
+ORDER BY {order}coalesce(m."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
 '''
 #: the runs page's filters: query parameter -> run_metrics column
 FILTERS = {"question": "question_id", "arm": "arm", "kind": "kind", "state": "state"}
@@ -105,15 +105,15 @@ def runs_page(url: str, question: str | None = None, arm: str | None = None, kin
     with reading(url) as con:
         types = {name: kind_ for name, kind_, *_ in con.execute('DESCRIBE "run_metrics"').fetchall()}
         picked = _picked_columns(columns or [], types)
+        numeric = [c for c in (*RUN_METRICS, *picked) if str(types[c]).startswith(_NUMERIC)]
         where, params = _run_filters(filters)
-        runs = rows(con, RUNS_SQL.format(where=where), *params)
+        windows, order = _group_windows(GROUPS[group], numeric) if group else ("", "")
+        runs = rows(con, RUNS_SQL.format(where=where, windows=windows, order=order), *params)
         counts = rows(con, 'SELECT "run_id", coalesce("status", \'NULL\') AS "status", "n" '
                            'FROM "run_status_counts"')
         choices = {name: [r[0] for r in con.execute(
             f'SELECT DISTINCT "{column}" FROM "runs" WHERE "{column}" IS NOT NULL ORDER BY 1').fetchall()]
             for name, column in (("question", "question_id"), ("arm", "arm"), ("kind", "kind"))}
-        numeric = [c for c in (*RUN_METRICS, *picked) if str(types[c]).startswith(_NUMERIC)]
-        groups = _groups(con, GROUPS[group], numeric, where, params) if group else []
     choices["state"] = list(STATES)
     choices["columns"] = [c for c in types if c not in SHOWN_COLUMNS]
     by_run: dict[str, dict] = {}
@@ -122,9 +122,7 @@ def runs_page(url: str, question: str | None = None, arm: str | None = None, kin
     statuses = sorted({c["status"] for c in counts}, key=lambda s: (s != "ok", s))
     for run in runs:
         run["status_counts"] = by_run.get(run["run_id"], {})
-    if group:
-        order = {g["key"]: i for i, g in enumerate(groups)}
-        runs.sort(key=lambda r: order.get(r[GROUPS[group]], len(order)))  # stable: by activity within a group
+    groups = _group_rows(runs, GROUPS[group], numeric) if group else []
     return RunsPage(runs, statuses, choices, filters, picked, group, groups, numeric if group else [])
 
 
@@ -145,15 +143,29 @@ def _run_filters(filters: dict) -> tuple[str, list]:
     return " AND ".join(clauses), params
 
 
-def _groups(con, key: str, metrics: list[str], where: str, params: list) -> list[dict]:
-    """One row per value of run_metrics.`key` (the runs filtered as the table is): its runs
-    and each metric's mean and best over them, best groups (by best valid_reward_mean) first."""
-    parts = [f'avg(m."{c}") AS "mean_{c}", {"min" if c in LOWER_IS_BETTER else "max"}(m."{c}") AS "best_{c}"'
-             for c in metrics]
-    order = '"best_valid_reward_mean_best" DESC NULLS LAST, ' if "valid_reward_mean_best" in metrics else ""
-    sql = (f'SELECT m."{key}" AS "key", count(*) AS "runs", {", ".join(parts)} FROM "run_metrics" AS m '
-           f'WHERE {where} GROUP BY m."{key}" ORDER BY {order}"key" NULLS LAST')
-    return rows(con, sql, *params)
+def _group_windows(key: str, metrics: list[str]) -> tuple[str, str]:
+    """The runs query's window columns for grouping by run_metrics.`key` (each run row carries
+    its group's runs and each metric's mean and best, so run_metrics is read once), and the
+    ORDER BY that lists the groups best first (by their best valid_reward_mean), runs by
+    activity within each."""
+    over = f'OVER (PARTITION BY m."{key}")'
+    parts = [f'count(*) {over} AS "group_runs"']
+    for c in metrics:
+        best = "min" if c in LOWER_IS_BETTER else "max"
+        parts += [f'avg(m."{c}") {over} AS "group_mean_{c}"', f'{best}(m."{c}") {over} AS "group_best_{c}"']
+    ranked = '"group_best_valid_reward_mean_best" DESC NULLS LAST, ' if "valid_reward_mean_best" in metrics else ""
+    return ", " + ", ".join(parts), f'{ranked}m."{key}" NULLS LAST, '
+
+
+def _group_rows(runs: list[dict], key: str, metrics: list[str]) -> list[dict]:
+    """One row per group, in the runs' order: its key, runs, and the means and bests the
+    query's windows computed."""
+    groups: dict = {}
+    for run in runs:
+        if run[key] not in groups:
+            groups[run[key]] = {"key": run[key], "runs": run["group_runs"],
+                                **{f"{part}_{c}": run[f"group_{part}_{c}"] for c in metrics for part in ("mean", "best")}}
+    return list(groups.values())
 
 
 # --- one run -------------------------------------------------------------------------------
