@@ -342,6 +342,8 @@ def test_runs_table_metric_columns_sort_by_value_and_group(browser, server, demo
     for key, _, best_value in got:
         assert (best_value == "") if best_of[key] is None else float(best_value) == pytest.approx(best_of[key])
     assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400
+    assert browser.execute_script("return Array.from(document.querySelectorAll('.table-wrap'))"
+                                  ".every((w) => w.scrollWidth <= w.clientWidth)")  # both tables fit 1,400 px
     browser.save_screenshot(str(shots / "runs_grouped.png"))
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
 
