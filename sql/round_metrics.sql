@@ -10,6 +10,18 @@
 -- in timing_rows; the LAST one written (highest source line) is the one shown, as it is the
 -- update whose weights the next round used. run_metrics.steps_logged counts every row.
 --
+-- The round's headline (the run page's top chart): valid_reward_mean is the mean over its tasks
+-- of task_round_metrics' (run_metrics reads rounds the same way), valid_rate its ok records over
+-- its records, reward_best its highest reward.
+--
+-- The gen phase (gen_s) is generation and execution together. generation_s and execution_s are
+-- the round's summaries' gen_llm_seconds and gen_exec_seconds summed over its tasks;
+-- gen_overlap_s is how much of them ran at the same time as the phase's wall clock shows it
+-- (generation_s + execution_s - gen_s, never below 0: a sibling group executing while the others
+-- still generate); gen_other_s the rest of gen_s (planning, recording). Both are NULL where
+-- either sum alone exceeds gen_s (tasks generated or executed side by side, as the seeds'
+-- harness did): one process's overlap cannot explain those seconds.
+--
 -- The sampler-vs-trainer headline (as logprob_mismatch defines it, over all the round's tasks):
 -- mult_prob_error (NeMo RL's mean exp(|logprob_train - logprob_inference|)), its max, the share
 -- of tokens with |delta| > 1 and the mean k3 KL to the reference; NULL when the round was not
@@ -35,6 +47,15 @@ tasks AS (
                  count(*) FILTER (WHERE "mode" = 'draft') AS "drafts"
           FROM "nodes"
           GROUP BY "run_id", "round", "task") AS per_task
+    GROUP BY "run_id", "round"
+),
+rewards AS (
+    SELECT "run_id", "round",
+           avg("valid_reward_mean") AS "valid_reward_mean",
+           sum("valid") / NULLIF(sum("nodes"), 0) AS "valid_rate",
+           max("reward_best") AS "reward_best"
+    FROM "task_round_metrics"
+    WHERE "nodes" > 0
     GROUP BY "run_id", "round"
 ),
 summaries AS (
@@ -82,6 +103,9 @@ SELECT
     coalesce(t."tasks_with_spread", 0) AS "tasks_with_spread",  -- of those, rewards not all equal
     coalesce(t."nodes", 0) AS "nodes",
     coalesce(t."fresh_drafts", 0) AS "fresh_drafts",            -- 0 after round 1: shared-seed defect
+    rw."valid_reward_mean",                                     -- mean over the round's tasks
+    rw."valid_rate",
+    rw."reward_best",
     s."gen_llm_seconds",                                        -- summed over the round's summaries
     s."gen_exec_seconds",
     tm."step",                                                  -- = round when a timing row exists
@@ -102,6 +126,12 @@ SELECT
     tm."update_actor_s" / NULLIF(tm."total_s", 0) AS "phase_share_update_actor",
     tm."save_checkpoint_s" / NULLIF(tm."total_s", 0) AS "phase_share_save_checkpoint",
     abs(tm."phase_sum_s" - tm."total_s") AS "phase_sum_gap",    -- |sum of phases - total_s|
+    s."gen_llm_seconds" AS "generation_s",                      -- the gen phase split (see above)
+    s."gen_exec_seconds" AS "execution_s",
+    CASE WHEN greatest(s."gen_llm_seconds", s."gen_exec_seconds") <= tm."gen_s"
+         THEN greatest(s."gen_llm_seconds" + s."gen_exec_seconds" - tm."gen_s", 0) END AS "gen_overlap_s",
+    CASE WHEN greatest(s."gen_llm_seconds", s."gen_exec_seconds") <= tm."gen_s"
+         THEN greatest(tm."gen_s" - s."gen_llm_seconds" - s."gen_exec_seconds", 0) END AS "gen_other_s",
     tm."total_s" / NULLIF(t."nodes", 0) AS "per_node_step_s",   -- step seconds per node of the round
     mm."mult_prob_error",                                       -- sampler vs trainer (logprob_mismatch)
     mm."mult_prob_error_max",
@@ -109,6 +139,7 @@ SELECT
     mm."kl_to_ref_mean"
 FROM keys AS k
 LEFT JOIN tasks AS t USING ("run_id", "round")
+LEFT JOIN rewards AS rw USING ("run_id", "round")
 LEFT JOIN summaries AS s USING ("run_id", "round")
 LEFT JOIN timing AS tm ON tm."run_id" = k."run_id" AND tm."step" = k."round"
 LEFT JOIN mismatch AS mm ON mm."run_id" = k."run_id" AND mm."round" = k."round";

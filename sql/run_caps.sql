@@ -1,4 +1,4 @@
--- run_caps: one row per run, with the response cap its nodes were generated under.
+-- run_caps: one row per run, with the response cap (and total cap) its nodes were generated under.
 --
 -- The cap reaches a run through its arm (arms.response_cap). A run that changed it for itself
 -- (`train run --set response_cap=N`, or a manifest entry's overrides) records the new value in
@@ -11,6 +11,10 @@ SELECT
     COALESCE(
         TRY_CAST(json_extract_string(r."overrides", '$.response_cap') AS INTEGER),
         a."response_cap"
-    ) AS "response_cap"
+    ) AS "response_cap",
+    COALESCE(
+        TRY_CAST(json_extract_string(r."overrides", '$.total_cap') AS INTEGER),
+        a."total_cap"
+    ) AS "total_cap"                      -- prompt + response budget, the same way
 FROM "runs" AS r
 LEFT JOIN "arms" AS a ON a."name" = r."arm";

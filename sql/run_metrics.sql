@@ -3,6 +3,13 @@
 -- Run-level counts and rates of docs/metrics.md over every record of the run, the partial last
 -- round included. Rates are NULL when their denominator is empty. Lineage columns come from
 -- the runs table (the data root's manifest) and run_lineage; the state from run_state.
+--
+-- The headline columns (the dashboard's runs table and `warehouse metrics --view run_metrics`
+-- show them): a round's valid_reward_mean is the mean over its tasks of task_round_metrics'
+-- valid_reward_mean (the compare page's round value); _latest is the run's highest round with
+-- records, _best the highest round value. valid_rate and reward_best are over every record of
+-- the run; loss_latest is step_metrics' loss at the run's highest step (NULL where the run
+-- logged no step metrics: imported roots, --no-learn).
 CREATE OR REPLACE VIEW "run_metrics" AS
 WITH
 keys AS (
@@ -73,6 +80,39 @@ health_gate AS (
     JOIN "task_round_metrics" AS m ON m."run_id" = f."run_id" AND m."round" = f."first_round"
     GROUP BY f."run_id"
 ),
+round_means AS (
+    -- one row per run round: the mean over the round's tasks (tasks with no value left out) of
+    -- each task's valid_reward_mean, defined as task_round_metrics defines it (the mean reward of
+    -- its ok records); read from nodes here, as the whole task_round_metrics view would double
+    -- this view's cost on the runs page
+    SELECT "run_id", "round", avg("valid_reward_mean") AS "valid_reward_mean"
+    FROM (SELECT "run_id", "round", "task", avg("reward") FILTER (WHERE "status" = 'ok') AS "valid_reward_mean"
+          FROM "nodes"
+          GROUP BY "run_id", "round", "task") AS per_task
+    GROUP BY "run_id", "round"
+),
+reward_rounds AS (
+    SELECT "run_id",
+           max("round") AS "last_round",
+           first("valid_reward_mean" ORDER BY "round" DESC) AS "valid_reward_mean_latest",
+           max("valid_reward_mean") AS "valid_reward_mean_best"
+    FROM round_means
+    GROUP BY "run_id"
+),
+node_rates AS (
+    SELECT "run_id",
+           count(*) FILTER (WHERE "status" = 'ok') / count(*) AS "valid_rate",
+           max("reward") AS "reward_best",
+           -- the run's tasks, sorted and comma-joined: runs on the same tasks share it
+           string_agg(DISTINCT "task", ',' ORDER BY "task") AS "task_set"
+    FROM "nodes"
+    GROUP BY "run_id"
+),
+last_loss AS (
+    SELECT "run_id", first("loss" ORDER BY "step" DESC) AS "loss_latest"
+    FROM "step_metrics"
+    GROUP BY "run_id"
+),
 status_json AS (
     SELECT "run_id",
            '{' || string_agg(to_json(coalesce("status", 'null'))::VARCHAR || ': ' || "n", ', '
@@ -86,6 +126,18 @@ SELECT
     r."kind",
     r."lost",
     st."state",                           -- running, finished, failed, stopped, lost, imported (run_state)
+    r."question_id",
+    r."model",
+    c."response_cap",                     -- the caps the run generated under (run_caps)
+    c."total_cap",
+    nr."task_set",
+    rr."last_round",
+    rr."valid_reward_mean_latest",        -- mean over tasks at the last round
+    rr."valid_reward_mean_best",          -- the best round's mean over tasks
+    nr."valid_rate",                      -- ok records / records, every round
+    nr."reward_best",                     -- the highest reward of any record
+    ll."loss_latest",                     -- step_metrics.loss at the highest step
+    st."last_activity_at",                -- the run's own clock (run_state)
     r."resumed_from_run",                 -- lineage: the run this one resumed from ...
     r."resumed_from_step",                -- ... and the step of its checkpoint
     coalesce(o."root_run_id", k."run_id") AS "root_run_id",
@@ -113,4 +165,8 @@ LEFT JOIN steps_missing AS sm USING ("run_id")
 LEFT JOIN parent_rates AS pr USING ("run_id")
 LEFT JOIN first_round AS fr USING ("run_id")
 LEFT JOIN health_gate AS hg USING ("run_id")
-LEFT JOIN status_json AS sj USING ("run_id");
+LEFT JOIN status_json AS sj USING ("run_id")
+LEFT JOIN "run_caps" AS c USING ("run_id")
+LEFT JOIN reward_rounds AS rr USING ("run_id")
+LEFT JOIN node_rates AS nr USING ("run_id")
+LEFT JOIN last_loss AS ll USING ("run_id");

@@ -62,8 +62,10 @@ DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
                            "reward_best", "groups_with_signal_rate", "resp_clip_rate"),
     "round_metrics": ("run_id", "round", "tasks", "tasks_with_spread", "nodes", "fresh_drafts",
                       "total_s", "per_node_step_s"),
-    # state last: a table too wide for the terminal keeps its two ends, the run id and its state
-    "run_metrics": ("run_id", "arm", "rounds", "steps_logged", "nodes", "state"),
+    # the dashboard's runs table: which run is best (in bands of columns on a narrow terminal)
+    "run_metrics": ("run_id", "state", "arm", "model", "response_cap", "rounds", "steps_logged",
+                    "valid_reward_mean_latest", "valid_reward_mean_best", "valid_rate", "reward_best",
+                    "loss_latest", "last_activity_at"),
     "run_status_counts": ("run_id", "status", "n"),
     "decision_rule": ("run_id", "task", "k", "valid_reward_mean", "delta", "moved"),
     "invariant_violations": ("check_no", "run_id", "round", "task", "node_id", "detail"),
@@ -89,7 +91,7 @@ def metrics_table(view: str, result: Result, columns: list[str] | None = None,
         result = select_columns(result, columns)
     elif not all_columns and len(result.rows) != 1:
         result = select_columns(result, default_columns(view, result))
-    return render_for_terminal(result, width)
+    return render_for_terminal(result, width, banded=not all_columns)
 
 
 def select_columns(result: Result, columns: list[str] | tuple[str, ...]) -> Result:
@@ -99,7 +101,8 @@ def select_columns(result: Result, columns: list[str] | tuple[str, ...]) -> Resu
         raise TerminalError(f"--columns: no column {', '.join(map(repr, unknown))} in this view; "
                             f"it has: {', '.join(result.columns)}")
     index = [result.columns.index(c) for c in columns]
-    return Result(list(columns), [tuple(row[i] for i in index) for row in result.rows])
+    types = None if result.types is None else [result.types[i] for i in index]
+    return Result(list(columns), [tuple(row[i] for i in index) for row in result.rows], types)
 
 
 def default_columns(view: str, result: Result) -> list[str]:
@@ -108,17 +111,25 @@ def default_columns(view: str, result: Result) -> list[str]:
     return [c for c in wanted if c in result.columns] if wanted else list(result.columns)
 
 
-def render_for_terminal(result: Result, width: int | None = None) -> str:
-    """One run's single row as `key  value` lines, else one table per run (titled by run id)."""
+def render_for_terminal(result: Result, width: int | None = None, banded: bool = False) -> str:
+    """One run's single row as `key  value` lines, else one table per run (titled by run id).
+    `banded`: a table too wide for the terminal is printed in bands of columns, each led by
+    its first column, so every chosen column is kept; else the middle columns are left out."""
     width = width or terminal_width()
     console = _console(width)
     if len(result.rows) == 1 and "run_id" in result.columns:
         console.print(_vertical(result))
         return _text(console)
-    dropped = 0
+    dropped = bands = 0
     for title, part in _per_run(result):
-        dropped = max(dropped, _print_fitted(console, part, title))
-    console.print(footer(result, dropped, "--columns or --format csv"), markup=False)
+        if banded:
+            bands = max(bands, _print_banded(console, part, title))
+        else:
+            dropped = max(dropped, _print_fitted(console, part, title))
+    text = footer(result, dropped, "--columns or --format csv")
+    if bands > 1:
+        text = text[:-1] + f"; {bands} bands of columns, each led by {result.columns[0]})"
+    console.print(text, markup=False)
     return _text(console)
 
 
@@ -187,6 +198,7 @@ def _per_run(result: Result):
 GAP = 2  # a padding space and the box's blank divider between two columns
 TEXT_FLOOR = 10  # a text column is cut to no fewer characters than this (its header's words stay whole)
 HEADER_WORD_CAP = 16
+KEY_ROOM = 30  # a banded table's leading column is given up to this many characters in each band
 _NUMERIC_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                   "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL"}
 
@@ -245,7 +257,9 @@ def _columns(result: Result) -> list[_Column]:
         numeric = (str(declared).split("(")[0] in _NUMERIC_TYPES if declared is not None
                    else any(is_number(v) for v in values))
         is_id = name == "run_id" or name.endswith("_id")
-        columns.append(_Column(visible(name), [visible(c) for c in format_column(values)], numeric, numeric, is_id))
+        moment = declared is not None and str(declared).startswith(("TIMESTAMP", "DATE", "TIME"))
+        columns.append(_Column(visible(name), [visible(c) for c in format_column(values)], numeric,
+                               numeric or moment, is_id))  # a time cut in the middle says nothing
     return columns
 
 
@@ -286,6 +300,38 @@ def _fill(widths: list[int], goals: list[int], room: int) -> int:
             widths[k] += grow
             room -= grow
     return room
+
+
+def _print_banded(console, result: Result, title: str | None) -> int:
+    """Print `result` in bands of columns no wider than the console, each led by the first
+    column (as pandas wraps a wide frame), so no column is left out; returns the bands."""
+    columns = _columns(result)
+    width = console.width
+    if len(columns) < 2:
+        _print_fitted(console, result, title)
+        return 1
+
+    lead = columns[0]
+    # the leading column (the run id) is packed at up to KEY_ROOM characters, so each band has
+    # room to show it readably rather than cut to its floor
+    lead_width = min(width, max(lead.floor, min(KEY_ROOM, max([0, *map(len, lead.cells)]))))
+
+    def need(band: list[int]) -> int:
+        return lead_width + sum(min(columns[i].floor, width) for i in band[1:]) + GAP * (len(band) - 1)
+
+    bands, band = [], [0]
+    for i in range(1, len(columns)):
+        if len(band) > 1 and need([*band, i]) > width:
+            bands.append(band)
+            band = [0, i]
+        else:
+            band.append(i)
+    bands.append(band)
+    for k, band in enumerate(bands):
+        if k:
+            console.print()
+        _print_fitted(console, select_columns(result, [result.columns[i] for i in band]), title if k == 0 else None)
+    return len(bands)
 
 
 def _print_fitted(console, result: Result, title: str | None) -> int:

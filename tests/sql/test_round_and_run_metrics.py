@@ -126,3 +126,42 @@ def test_resume_cycle_terminates(rows):
     got = rows.query('SELECT * FROM "run_lineage" ORDER BY "run_id", "depth"')
     assert [(r["run_id"], r["ancestor_run_id"]) for r in got] == [
         ("p", "p"), ("p", "q"), ("q", "q"), ("q", "p")]
+
+
+def test_run_metrics_headline_columns(lineage, rows):
+    """A round's value is the mean over its tasks (a task with no valid node has none); latest
+    is the highest round's, best the highest round value; valid_rate and reward_best are over
+    every record; loss_latest is the highest step's loss."""
+    rows.insert("step_metrics", run_id="root", step=1, loss=0.3)
+    rows.insert("step_metrics", run_id="root", step=2, loss=0.1)
+    root = rows.one('SELECT * FROM "run_metrics" WHERE "run_id" = ?', "root")
+    assert root["valid_reward_mean_best"] == pytest.approx((0.3 + 0.5) / 2)  # round 1: tasks a and b
+    assert root["valid_reward_mean_latest"] is None  # round 2: its one node crashed
+    assert (root["last_round"], root["valid_rate"], root["reward_best"]) == (2, pytest.approx(4 / 5), 0.5)
+    assert (root["task_set"], root["loss_latest"], root["response_cap"]) == ("a,b", 0.1, 12288)
+    mid = rows.one('SELECT * FROM "run_metrics" WHERE "run_id" = ?', "mid")
+    assert mid["valid_reward_mean_latest"] == mid["valid_reward_mean_best"] == pytest.approx(0.5)  # b has none
+    assert (mid["valid_rate"], mid["reward_best"], mid["loss_latest"]) == (pytest.approx(0.5), 0.9, None)
+    rounds = {r["round"]: r for r in rows.query('SELECT * FROM "round_metrics" WHERE "run_id" = ?', "root")}
+    assert rounds[1]["valid_reward_mean"] == pytest.approx(0.4) and rounds[1]["valid_rate"] == 1.0
+    assert rounds[2]["valid_reward_mean"] is None and rounds[2]["valid_rate"] == 0.0
+
+
+def test_round_metrics_splits_the_gen_phase_into_generation_and_execution(rows):
+    """Generation 2 s and execution 79 s inside an 80 s gen phase: 1 s of them ran at once;
+    30 s and 51 s one after the other inside a 90 s phase: no overlap, 9 s were neither;
+    100 s of execution summed over tasks inside a 60 s phase: not one process's, not split."""
+    for run in ("a", "b", "c"):
+        rows.run(run)
+    rows.task_round("a", 1, "t", gen_llm_seconds=1.5, gen_exec_seconds=40.0)
+    rows.task_round("a", 1, "u", gen_llm_seconds=0.5, gen_exec_seconds=39.0)
+    rows.task_round("b", 1, "t", gen_llm_seconds=30.0, gen_exec_seconds=51.0)
+    rows.step("a", 1, 100.0, line_no=1, gen_s=80.0)
+    rows.step("b", 1, 100.0, line_no=1, gen_s=90.0)
+    rows.task_round("c", 1, "t", gen_llm_seconds=10.0, gen_exec_seconds=100.0)
+    rows.step("c", 1, 100.0, line_no=1, gen_s=60.0)
+    got = {r.pop("run_id"): r for r in rows.query(
+        'SELECT "run_id", "generation_s", "execution_s", "gen_overlap_s", "gen_other_s" FROM "round_metrics"')}
+    assert got["a"] == {"generation_s": 2.0, "execution_s": 79.0, "gen_overlap_s": 1.0, "gen_other_s": 0.0}
+    assert got["b"] == {"generation_s": 30.0, "execution_s": 51.0, "gen_overlap_s": 0.0, "gen_other_s": 9.0}
+    assert got["c"] == {"generation_s": 10.0, "execution_s": 100.0, "gen_overlap_s": None, "gen_other_s": None}

@@ -115,13 +115,16 @@ def test_one_runs_run_metrics_is_a_key_value_list(db):
     assert max(map(len, output.splitlines())) <= 80
 
 
-def test_run_metrics_shows_each_runs_state_and_keeps_it_at_80_columns(tmp_path):
-    """state is a column of run_metrics (run_state's) and a key column of the table; a run id
-    too long for 80 columns with the others is cut in the middle, keeping its tail, and every
-    key column stays."""
+def test_run_metrics_keeps_every_key_column_at_80_columns_in_bands(tmp_path):
+    """The runs table's columns (state, model, cap, rewards, loss, last activity) too wide for
+    80 columns print in bands, each led by the run id: no column is left out, no line is
+    wider than the terminal, a long run id is cut in the middle keeping its tail, and each
+    run's values are run_metrics' (state from run_state)."""
     from datetime import datetime
 
     from tests.sql.conftest import Rows
+    from warehouse.formatting import format_value
+    from warehouse.metrics import metrics
     from warehouse.migrate import init_db
 
     url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
@@ -134,17 +137,32 @@ def test_run_metrics_shows_each_runs_state_and_keeps_it_at_80_columns(tmp_path):
                 ended_at=datetime(2026, 1, 1, 2), end_status="failed", exit_reason="RuntimeError: boom")
     rows.con.close()
     db = db_path_from_url(url)
-    for width in (80, 200):
+    want = metrics(url, "run_metrics")
+    for width in (80, 120, 300):
         output = invoke(db, "--view", "run_metrics", width=width)
         lines = output.splitlines()
-        header = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"})
-        assert lines[header - 1].split()[-1] == "state" and "nodes" in lines[header - 1], output
-        states = {line.split()[0]: line.split()[-1] for line in lines[header + 1:-1]}
-        shown = next(run for run in states if run not in ("run_a", "run_b"))
-        assert (states["run_a"], states["run_b"], states[shown]) == ("imported", "failed", "imported"), output
-        assert shown == long_id if width == 200 else ("…" in shown and long_id.endswith(shown.split("…")[1]))
         assert max(map(len, lines)) <= width
-    assert "nodes" in lines[header - 1]  # at 200 columns every key column
+        rules = [i for i, line in enumerate(lines) if set(line.strip()) == {"─"}]
+        assert (len(rules) > 1) == (width < 300), output  # bands only where one table cannot fit
+        # each run's lines, band after band, read as run_metrics' values of every key column
+        per_run: dict[str, list[str]] = {}
+        for k, rule in enumerate(rules):
+            for line in lines[rule + 1:]:
+                if not line.strip() or line.startswith("("):
+                    break
+                run, *values = line.split()
+                per_run.setdefault(run, []).extend(values)
+        key = DEFAULT_COLUMNS["run_metrics"]
+        for row in want.rows:
+            values = dict(zip(want.columns, row))
+            if values["run_id"] == long_id:
+                continue
+            expected = " ".join(format_value(values[c]) for c in key[1:]).split()
+            assert per_run[values["run_id"]] == expected, output
+        shown = next(r for r in per_run if r not in ("run_a", "run_b"))
+        assert shown == long_id if width == 300 else ("…" in shown and long_id.endswith(shown.split("…")[1]))
+        assert ("bands of columns" in lines[-1]) == (len(rules) > 1)
+    assert header_fragments(invoke(db, "--view", "run_metrics"), DEFAULT_COLUMNS["run_metrics"]) == []
 
 
 # --- text stays text: markup and control characters in values print as written ---------------

@@ -41,6 +41,7 @@ def create_app(url: str, refresh_s: float = DEFAULT_REFRESH_S) -> Starlette:
         Route("/api/runs/{run_id:path}/version", pages.version, name="version"),
         Route("/compare", pages.compare, name="compare"),
         Route("/quality", pages.quality, name="quality"),
+        Route("/quality/expectations", pages.expectations, name="expectations"),
         Route("/static/plotly.min.js", plotly_js, name="plotly"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -123,8 +124,10 @@ class Pages:
     def runs(self, request: Request) -> Response:
         q = request.query_params
         page = data.runs_page(self.url, q.get("question") or None, q.get("arm") or None,
-                              q.get("kind") or None, q.get("state") or None)
-        return self.render(request, "runs.html", page=page)
+                              q.get("kind") or None, q.get("state") or None,
+                              columns=[c for c in q.getlist("col") if c], group=q.get("group") or None)
+        return self.render(request, "runs.html", page=page, groups=data.GROUPS, metrics=data.RUN_METRICS,
+                           lower_is_better=data.LOWER_IS_BETTER)
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -133,6 +136,7 @@ class Pages:
         page = data.run_page(self.url, run_id)
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
                   for j, fig in enumerate(figures.task_panels(page.data, task, page.axes))}
+        charts["headline"] = figures.headline(page.data, page.axes)
         charts["phases"] = figures.phase_times(page.data, page.axes)
         shown = [m for m in data.STEP_METRICS if any(s.get(m) is not None for s in page.steps)]
         charts.update({f"step-{name}": fig for name, fig in
@@ -157,12 +161,20 @@ class Pages:
     def compare(self, request: Request) -> Response:
         q = request.query_params
         page = data.compare_page(self.url, q.getlist("run"), q.getlist("arm"), q.get("task") or None,
-                                 data.query_int(q, "k"))
+                                 data.query_int(q, "k"), models=q.getlist("model"), task_sets=q.getlist("task_set"))
         charts = {"compare": figures.compare(page)} if page.series else {}
         return self.render(request, "compare.html", page=page, charts=charts)
 
     def quality(self, request: Request) -> Response:
-        return self.render(request, "quality.html", violations=data.violations(self.url))
+        return self.render(request, "quality.html", violations=data.violations(self.url), report=None)
+
+    def expectations(self, request: Request) -> Response:
+        """Every expectation of `warehouse check` with its result, passed ones too (the same
+        run_checks; seconds, not milliseconds, so a page of its own, linked from /quality)."""
+        from warehouse.quality.report import example_label
+
+        return self.render(request, "quality.html", violations=data.violations(self.url),
+                           report=data.expectations(self.url), example_label=example_label)
 
     def node(self, request: Request) -> Response:
         from urllib.parse import urlencode

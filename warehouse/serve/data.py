@@ -58,50 +58,114 @@ def reading(url: str):
 # --- runs ----------------------------------------------------------------------------------
 
 RUNS_SQL = '''
-SELECT m."run_id", st."state", st."exit_reason", r."kind", r."arm", r."question_id",
-       r."resumed_from_run", r."resumed_from_step",
-       m."rounds", m."steps_logged" AS "steps", m."nodes",
-       st."started_at", st."last_activity_at", st."last_activity_from"
+SELECT m.*, m."steps_logged" AS "steps", st."exit_reason", st."started_at", st."last_activity_from"{windows}
 FROM "run_metrics" AS m
-LEFT JOIN "runs" AS r USING ("run_id")
 LEFT JOIN "run_state" AS st USING ("run_id")
-WHERE (CAST(? AS VARCHAR) IS NULL OR r."question_id" = ?)
-  AND (CAST(? AS VARCHAR) IS NULL OR r."arm" = ?)
-  AND (CAST(? AS VARCHAR) IS NULL OR r."kind" = ?)
-  AND (CAST(? AS VARCHAR) IS NULL OR st."state" = ?)
-ORDER BY coalesce(st."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
+WHERE {where}
+ORDER BY {order}coalesce(m."last_activity_at", st."started_at") DESC NULLS LAST, m."run_id"
 '''
+#: the runs page's filters: query parameter -> run_metrics column
+FILTERS = {"question": "question_id", "arm": "arm", "kind": "kind", "state": "state"}
+#: what the runs can be grouped by: query parameter -> run_metrics column
+GROUPS = {"question": "question_id", "arm": "arm", "model": "model", "task_set": "task_set"}
+#: the metric columns of the runs table (run_metrics), the ones a group row gives mean and best of
+RUN_METRICS = ("valid_reward_mean_latest", "valid_reward_mean_best", "valid_rate", "reward_best", "loss_latest")
+#: where a lower value is the better one (a group's best is its minimum)
+LOWER_IS_BETTER = frozenset({"loss_latest"})
+#: the run_metrics columns the runs table shows anyway (a pick of one of them adds nothing)
+SHOWN_COLUMNS = frozenset({"run_id", "state", "kind", "arm", "question_id", "model", "response_cap", "total_cap",
+                           "resumed_from_run", "resumed_from_step", "rounds", "steps_logged", "nodes",
+                           "status_counts", "last_activity_at", *RUN_METRICS})
 #: the run states of run_state, in the order the runs page offers them
 STATES = vocab.RUN_STATES
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "FLOAT", "DOUBLE", "DECIMAL")
 
 
 @dataclass
 class RunsPage:
     runs: list[dict]
     statuses: list[str]              # every status seen, the status-count columns
-    choices: dict[str, list[str]]    # filter -> its values (question, arm, kind, state)
+    choices: dict[str, list[str]]    # filter -> its values (question, arm, kind, state); "columns": pickable
     filters: dict[str, str | None] = field(default_factory=dict)
+    picked: list[str] = field(default_factory=list)   # run_metrics columns added by ?col=
+    group: str | None = None                          # GROUPS key, or None
+    groups: list[dict] = field(default_factory=list)  # per group: key, runs, mean_<m>, best_<m>
+    group_metrics: list[str] = field(default_factory=list)  # the columns a group row aggregates
 
 
-def runs_page(url: str, question: str | None = None, arm: str | None = None,
-              kind: str | None = None, state: str | None = None) -> RunsPage:
-    """Every run (filtered), with its state, lineage, rounds, steps, status counts and its own
-    last activity (run_state.last_activity_at, and last_activity_from: whose clock it is)."""
+def runs_page(url: str, question: str | None = None, arm: str | None = None, kind: str | None = None,
+              state: str | None = None, columns: list[str] | None = None, group: str | None = None) -> RunsPage:
+    """Every run (filtered) as a metric table: its state, model, caps, rounds and steps, the
+    headline metrics of run_metrics, its status counts and its own last activity; `columns`
+    adds any other run_metrics column; `group` (GROUPS) adds one row per group with the
+    group's mean and best of each numeric metric column, computed by SQL over run_metrics."""
+    filters = {"question": question, "arm": arm, "kind": kind, "state": state}
+    if group is not None and group not in GROUPS:
+        raise BadRequestError(f"group={group!r}: group runs by one of {', '.join(GROUPS)}")
     with reading(url) as con:
-        runs = rows(con, RUNS_SQL, question, question, arm, arm, kind, kind, state, state)
+        types = {name: kind_ for name, kind_, *_ in con.execute('DESCRIBE "run_metrics"').fetchall()}
+        picked = _picked_columns(columns or [], types)
+        numeric = [c for c in (*RUN_METRICS, *picked) if str(types[c]).startswith(_NUMERIC)]
+        where, params = _run_filters(filters)
+        windows, order = _group_windows(GROUPS[group], numeric) if group else ("", "")
+        runs = rows(con, RUNS_SQL.format(where=where, windows=windows, order=order), *params)
         counts = rows(con, 'SELECT "run_id", coalesce("status", \'NULL\') AS "status", "n" '
                            'FROM "run_status_counts"')
         choices = {name: [r[0] for r in con.execute(
             f'SELECT DISTINCT "{column}" FROM "runs" WHERE "{column}" IS NOT NULL ORDER BY 1').fetchall()]
             for name, column in (("question", "question_id"), ("arm", "arm"), ("kind", "kind"))}
     choices["state"] = list(STATES)
+    choices["columns"] = [c for c in types if c not in SHOWN_COLUMNS]
     by_run: dict[str, dict] = {}
     for c in counts:
         by_run.setdefault(c["run_id"], {})[c["status"]] = c["n"]
     statuses = sorted({c["status"] for c in counts}, key=lambda s: (s != "ok", s))
     for run in runs:
         run["status_counts"] = by_run.get(run["run_id"], {})
-    return RunsPage(runs, statuses, choices, {"question": question, "arm": arm, "kind": kind, "state": state})
+    groups = _group_rows(runs, GROUPS[group], numeric) if group else []
+    return RunsPage(runs, statuses, choices, filters, picked, group, groups, numeric if group else [])
+
+
+def _picked_columns(columns: list[str], types: dict) -> list[str]:
+    unknown = [c for c in columns if c not in types]
+    if unknown:
+        raise BadRequestError(f"col={unknown[0]!r}: run_metrics has no such column; pick from "
+                              f"{', '.join(c for c in types if c not in SHOWN_COLUMNS)}")
+    return [c for c in dict.fromkeys(columns) if c not in SHOWN_COLUMNS]
+
+
+def _run_filters(filters: dict) -> tuple[str, list]:
+    """The WHERE clause of the runs' filters over run_metrics (m), values bound."""
+    clauses, params = [], []
+    for name, column in FILTERS.items():
+        clauses.append(f'(CAST(? AS VARCHAR) IS NULL OR m."{column}" = ?)')
+        params += [filters.get(name)] * 2
+    return " AND ".join(clauses), params
+
+
+def _group_windows(key: str, metrics: list[str]) -> tuple[str, str]:
+    """The runs query's window columns for grouping by run_metrics.`key` (each run row carries
+    its group's runs and each metric's mean and best, so run_metrics is read once), and the
+    ORDER BY that lists the groups best first (by their best valid_reward_mean), runs by
+    activity within each."""
+    over = f'OVER (PARTITION BY m."{key}")'
+    parts = [f'count(*) {over} AS "group_runs"']
+    for c in metrics:
+        best = "min" if c in LOWER_IS_BETTER else "max"
+        parts += [f'avg(m."{c}") {over} AS "group_mean_{c}"', f'{best}(m."{c}") {over} AS "group_best_{c}"']
+    ranked = '"group_best_valid_reward_mean_best" DESC NULLS LAST, ' if "valid_reward_mean_best" in metrics else ""
+    return ", " + ", ".join(parts), f'{ranked}m."{key}" NULLS LAST, '
+
+
+def _group_rows(runs: list[dict], key: str, metrics: list[str]) -> list[dict]:
+    """One row per group, in the runs' order: its key, runs, and the means and bests the
+    query's windows computed."""
+    groups: dict = {}
+    for run in runs:
+        if run[key] not in groups:
+            groups[run[key]] = {"key": run[key], "runs": run["group_runs"],
+                                **{f"{part}_{c}": run[f"group_{part}_{c}"] for c in metrics for part in ("mean", "best")}}
+    return list(groups.values())
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -221,6 +285,7 @@ class Series:
     reading: dict | None = None      # decision rule at step k: moved, tasks, k
     axes: dict = field(default_factory=dict)  # round -> {"global", "wall"} (round_axes)
     state: str | None = None                  # run_state.state
+    model: str | None = None                  # run_metrics.model
 
 
 @dataclass
@@ -228,46 +293,57 @@ class ComparePage:
     series: list[Series]
     k: int | None
     task: str | None
-    choices: dict[str, list[str]]    # runs, arms, tasks to pick from
+    choices: dict[str, list[str]]    # runs, arms, models, task sets, tasks to pick from
     picked_runs: list[str]
     picked_arms: list[str]
+    picked_models: list[str] = field(default_factory=list)
+    picked_task_sets: list[str] = field(default_factory=list)
 
 
 def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = None,
-                 k: int | None = None) -> ComparePage:
-    """Per-round metrics of the picked runs (and every run of the picked arms) on one x axis,
-    and the decision rule's reading at step k (default: the last step all of them reached;
-    when they share none, each run's own last round)."""
+                 k: int | None = None, models: list[str] | None = None,
+                 task_sets: list[str] | None = None) -> ComparePage:
+    """Per-round metrics of the picked runs (by name, and every run matching the picked arms,
+    models and task sets together) on one x axis, and the decision rule's reading at step k
+    (default: the last step all of them reached; when they share none, each run's own last
+    round)."""
+    models, task_sets = models or [], task_sets or []
     with reading(url) as con:
-        choices = {"runs": [r[0] for r in con.execute(
-                       'SELECT "run_id" FROM "run_metrics" ORDER BY "run_id"').fetchall()],
-                   "arms": [r[0] for r in con.execute(
-                       'SELECT DISTINCT "arm" FROM "runs" WHERE "arm" IS NOT NULL ORDER BY 1').fetchall()],
+        known = rows(con, 'SELECT "run_id", "arm", "model", "task_set", "rounds" FROM "run_metrics" ORDER BY "run_id"')
+        choices = {"runs": [r["run_id"] for r in known],
+                   "arms": sorted({r["arm"] for r in known if r["arm"] is not None}),
+                   "models": sorted({r["model"] for r in known if r["model"] is not None}),
+                   "task_sets": sorted({r["task_set"] for r in known if r["task_set"] is not None}),
                    "tasks": [r[0] for r in con.execute(
                        'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
-        picked = _picked_runs(con, runs, arms)
+        picked = _picked_runs(known, runs, {"arm": arms, "model": models, "task_set": task_sets})
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
-        # a run of a picked arm with no round (a launch that failed before round 1) has nothing
-        # to compare: it is left out, unless it was picked by name
+        # a run matched by arm, model or task set with no round (a launch that failed before
+        # round 1) has nothing to compare: it is left out, unless it was picked by name
         series = [s for s in series if s.rounds or s.run_id in runs]
         states = dict(con.execute('SELECT "run_id", "state" FROM "run_state"').fetchall())
+        model_of = {r["run_id"]: r["model"] for r in known}
         for s in series:
-            s.state = states.get(s.run_id)
+            s.state, s.model = states.get(s.run_id), model_of.get(s.run_id)
         k = k if k is not None else _shared_last_round(series)
         for s in series:
             at = k if k is not None else (max(s.rounds) if s.rounds else None)
             s.reading = _reading(con, s.run_id, at, task) if at is not None else None
-    return ComparePage(series, k, task, choices, runs, arms)
+    return ComparePage(series, k, task, choices, runs, arms, models, task_sets)
 
 
-def _picked_runs(con, runs: list[str], arms: list[str]) -> list[tuple[str, str | None]]:
-    known = dict(con.execute('SELECT m."run_id", r."arm" FROM "run_metrics" AS m '
-                             'LEFT JOIN "runs" AS r USING ("run_id")').fetchall())
-    missing = [r for r in runs if r not in known]
+def _picked_runs(known: list[dict], runs: list[str], groups: dict[str, list[str]]) -> list[tuple[str, str | None]]:
+    """The runs named, then every run whose arm, model and task set are each among the picked
+    ones (a group with nothing picked does not narrow); nothing but the named runs when no
+    group is picked."""
+    arm_of = {r["run_id"]: r["arm"] for r in known}
+    missing = [r for r in runs if r not in arm_of]
     if missing:
         raise NotFoundError(f"no run {', '.join(map(repr, missing))} in the warehouse")
-    picked = list(dict.fromkeys(runs + [r for r, a in sorted(known.items()) if a in arms]))
-    return [(r, known[r]) for r in picked]
+    narrowing = {column: set(values) for column, values in groups.items() if values}
+    matched = [r["run_id"] for r in known
+               if narrowing and all(r[column] in values for column, values in narrowing.items())]
+    return [(r, arm_of[r]) for r in dict.fromkeys(runs + matched)]
 
 
 def _series(con, run_id: str, arm: str | None, task: str | None) -> Series:
@@ -299,6 +375,14 @@ def violations(url: str) -> list[dict]:
     with reading(url) as con:
         return rows(con, 'SELECT * FROM "invariant_violations" ORDER BY "check_no", "run_id", '
                          '"round", "task", "node_id"')
+
+
+def expectations(url: str):
+    """`warehouse check`'s report (warehouse.quality.runner.run_checks): one outcome per
+    expectation, passed or not, with up to 5 offending rows each."""
+    from warehouse.quality.runner import run_checks
+
+    return run_checks(url, examples=5)
 
 
 NODE_SQL = '''

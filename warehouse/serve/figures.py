@@ -62,16 +62,75 @@ def _status_shares(nodes: list[dict], axes: dict | None, link: dict) -> dict:
     return fig
 
 
+#: the gen phase's parts (round_metrics: generation_s, execution_s, gen_overlap_s, gen_other_s),
+#: stacked in place of its one bar where the round's summaries give them
+GEN_PARTS = ("generation", "generation ∥ execution", "execution", "gen: other")
+GEN_COLOURS = {"generation": "#1f77b4", "generation ∥ execution": "#2ca02c", "execution": "#ff7f0e",
+               "gen: other": "#c7c7c7"}
+#: the other phases' colours, none of them one of the gen parts'
+PHASE_COLOURS = {"update_weights": "#8c564b", "gen": "#1f77b4", "old_log_prob": "#9467bd", "ref": "#e377c2",
+                 "adv": "#bcbd22", "update_actor": "#7f7f7f", "save_checkpoint": "#17becf"}
+
+
 def phase_times(data: RunData, axes: dict | None = None) -> dict:
-    """Stacked seconds per phase of each logged step."""
+    """Stacked seconds per phase of each logged step. The gen phase is generation and execution
+    together: where the round's summaries split it, its bar is four: generation alone, the
+    seconds both ran at once, execution alone and the rest (planning, recording), each hover
+    giving the whole generation and execution seconds (round_metrics)."""
     logged = [r for r in data.rounds if r["total_s"] is not None]
     steps = [r["round"] for r in logged]
     link = {"url": f"/runs/{quote(data.run_id)}/nodes", "params": {}}
-    traces = [_on_axes({"type": "bar", "x": steps, "y": [r[f"{p}_s"] or 0.0 for r in logged], "name": p},
-                       axes, link)
-              for p in PHASES if any(r[f"{p}_s"] for r in logged)]
-    fig = _figure("step phase times", "step (= round)", "seconds", traces, steps, loggable=True)
+    split = [r["gen_overlap_s"] is not None for r in logged]
+    traces = []
+    for p in PHASES:
+        if p == "gen" and any(split):
+            traces += [_on_axes(trace, axes, link) for trace in _gen_parts(logged, split)]
+        y = [0.0 if p == "gen" and cut else r[f"{p}_s"] or 0.0 for r, cut in zip(logged, split)]  # unsplit gen
+        if any(y):
+            traces.append(_on_axes({"type": "bar", "x": steps, "y": y, "name": p,
+                                    "marker": {"color": PHASE_COLOURS.get(p, "#d62728")}}, axes, link))
+    fig = _figure("step phase times (gen split into generation and execution)" if any(split) else "step phase times",
+                  "step (= round)", "seconds", traces, steps, loggable=True)
     fig["layout"]["barmode"] = "stack"
+    return fig
+
+
+def _gen_parts(logged: list[dict], split: list[bool]) -> list[dict]:
+    """The four parts of each split gen bar (0 on the steps that are not split)."""
+    def parts(r):
+        overlap = r["gen_overlap_s"]
+        return {"generation": r["generation_s"] - overlap, "generation ∥ execution": overlap,
+                "execution": r["execution_s"] - overlap, "gen: other": r["gen_other_s"]}
+
+    shares = [parts(r) if cut else dict.fromkeys(GEN_PARTS, 0.0) for r, cut in zip(logged, split)]
+    hover = [f"gen {r['gen_s']:.3g} s: generation {r['generation_s']:.3g} s, execution {r['execution_s']:.3g} s, "
+             f"both at once {r['gen_overlap_s']:.3g} s" if cut else "" for r, cut in zip(logged, split)]
+    return [{"type": "bar", "x": [r["round"] for r in logged], "y": [max(s[name], 0.0) for s in shares],
+             "name": name, "marker": {"color": GEN_COLOURS[name]}, "text": hover,
+             "hovertemplate": f"{name} %{{y:.3g}} s<br>%{{text}}<extra></extra>", "textposition": "none"}
+            for name in GEN_PARTS if any(s[name] for s in shares)]
+
+
+def headline(data: RunData, axes: dict | None = None) -> dict:
+    """The whole run at a glance, the run page's top chart: per round, the mean valid reward
+    over its tasks and its best reward (left axis), and its valid rate (right axis, 0-1), all
+    read from round_metrics."""
+    rounds = [r for r in data.rounds if r["nodes"]]
+    x = [r["round"] for r in rounds]
+    link = {"url": f"/runs/{quote(data.run_id)}/nodes", "params": {}}
+    traces = [_on_axes(_line(x, [r["valid_reward_mean"] for r in rounds], "valid_reward_mean"), axes, link),
+              _on_axes(_line(x, [r["reward_best"] for r in rounds], "reward_best"), axes, link)]
+    rate = _on_axes(_line(x, [r["valid_rate"] for r in rounds], "valid_rate (right axis)"), axes, link)
+    rate.update({"yaxis": "y2", "line": {"dash": "dot", "color": "#2ca02c"}, "marker": {"color": "#2ca02c"}})
+    fig = _figure("the run: reward and valid rate per round (mean over tasks)", "round", "reward",
+                  [*traces, rate], x, smooth=True)
+    if fig["data"]:
+        fig["layout"]["yaxis2"] = {"title": {"text": "valid rate"}, "overlaying": "y", "side": "right",
+                                   "range": [0, 1.05], "showgrid": False,
+                                   "tickmode": "linear", "tick0": 0, "dtick": 0.2}
+        fig["layout"]["margin"]["r"] = 55
+        fig["layout"]["height"] = 320
+        fig["layout"]["legend"] = {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}}
     return fig
 
 
@@ -120,8 +179,8 @@ def compare(page: ComparePage) -> dict:
         for colour, s in enumerate(page.series):
             trace = _line(s.rounds, s.values[metric], _label(s), group=s.run_id)
             trace.update({"yaxis": "y" if i == 1 else f"y{i}", "showlegend": i == 1,
-                          "line": {"color": PALETTE[colour % len(PALETTE)]},
-                          "marker": {"color": PALETTE[colour % len(PALETTE)]}})
+                          "line": {"color": PALETTE[colour % len(PALETTE)], "dash": DASHES[colour % len(DASHES)]},
+                          "marker": _marker(colour)})
             link = {"url": f"/runs/{quote(s.run_id)}/nodes", "params": {"task": page.task} if page.task else {}}
             traces.append(_on_axes(trace, s.axes, link))
     return {"data": traces, "layout": layout}
@@ -129,6 +188,19 @@ def compare(page: ComparePage) -> dict:
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
+
+
+#: per run a marker of its own, open, and smaller for each later run: where two runs' points
+#: coincide, each one's outline still shows around or inside the other's
+SYMBOLS = ("circle-open", "square-open", "diamond-open", "triangle-up-open", "x-thin-open", "cross-thin-open",
+           "star-open", "hexagon-open", "pentagon-open", "triangle-down-open")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _marker(k: int) -> dict:
+    colour = PALETTE[k % len(PALETTE)]
+    return {"color": colour, "symbol": SYMBOLS[k % len(SYMBOLS)], "size": max(14 - 2 * (k % 5), 6),
+            "line": {"color": colour, "width": 2}}
 
 
 def _label(series) -> str:

@@ -230,3 +230,137 @@ def test_a_reward_model_run_gets_scores_by_progress_and_proxy_against_final(clie
     evaluations = sql(demo_url, 'SELECT count(*) FROM "rm_evaluations" WHERE "run_id" = ?', run_id)[0][0]
     table = html.split('id="rm-evaluations"')[1].split("</table>")[0]
     assert table.count("<tr>") == evaluations + 1  # + the header row
+
+
+# --- the runs table as a metric table, the run headline, the split gen phase ------------------
+
+METRIC_COLUMNS = ("valid_reward_mean_latest", "valid_reward_mean_best", "valid_rate", "reward_best", "loss_latest")
+
+
+def cell_values(html: str, run_id: str) -> dict:
+    row = re.search(rf'<tr data-run="{re.escape(run_id)}".*?</tr>', html, re.S).group(0)
+    return dict(re.findall(r'<td data-col="([^"]+)" data-value="([^"]*)"', row))
+
+
+def test_runs_table_shows_run_metrics_headline_columns(client, demo_url):
+    html = client.get("/").text
+    want = sql(demo_url, f'SELECT "run_id", "response_cap", {", ".join(METRIC_COLUMNS)} FROM "run_metrics"')
+    assert any(r[2] is not None for r in want) and any(r[1] is not None for r in want)
+    for run_id, cap, *values in want:
+        shown = cell_values(html, run_id)
+        assert shown["caps"] == ("" if cap is None else str(cap))
+        for name, value in zip(METRIC_COLUMNS, values):
+            assert (shown[name] == "") if value is None else float(shown[name]) == pytest.approx(value), (run_id, name)
+
+
+def test_runs_table_adds_any_run_metrics_column_and_refuses_unknown_ones(client, demo_url):
+    html = client.get("/", params={"col": ["gpu_idle_kills", "task_set"]}).text
+    for run_id, kills in sql(demo_url, 'SELECT "run_id", "gpu_idle_kills" FROM "run_metrics"'):
+        assert cell_values(html, run_id)["gpu_idle_kills"] == str(kills)
+    assert '<input type="hidden" name="col" value="task_set">' in html  # kept across the next filter
+    bad = client.get("/", params={"col": "no_such_column"})
+    assert bad.status_code == 400 and "run_metrics has no such column" in bad.text
+    assert client.get("/", params={"group": "colour"}).status_code == 400
+
+
+@pytest.mark.parametrize("group, column", [("arm", "arm"), ("model", "model"), ("task_set", "task_set"),
+                                           ("question", "question_id")])
+def test_runs_grouped_give_each_groups_mean_and_best_from_sql(client, demo_url, group, column):
+    html = client.get("/", params={"group": group}).text
+    table = re.search(r'<table id="groups-table".*?</table>', html, re.S).group(0)
+    want = {key: (n, mean, best, low) for key, n, mean, best, low in sql(
+        demo_url, f'SELECT "{column}", count(*), avg("valid_reward_mean_best"), max("valid_reward_mean_best"), '
+                  f'min("loss_latest") FROM "run_metrics" GROUP BY 1')}
+    rows = re.findall(r'<tr data-key="([^"]*)">(.*?)</tr>', table, re.S)
+    assert len(rows) == len(want) > 1
+    for key, row in rows:
+        n, mean, best, _ = want[key or None]
+        cells = dict(re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row))
+        assert int(cells["runs"]) == n
+        assert (cells["mean-valid_reward_mean_best"] == "") if mean is None else \
+            float(cells["mean-valid_reward_mean_best"]) == pytest.approx(mean)
+        assert (cells["best-valid_reward_mean_best"] == "") if best is None else \
+            float(cells["best-valid_reward_mean_best"]) == pytest.approx(best)
+    # the runs table lists the runs group by group, in the groups' order
+    order = [k or None for k, _ in rows]
+    runs = re.findall(r'<tr data-run="([^"]+)"', html)
+    key_of = dict(sql(demo_url, f'SELECT "run_id", "{column}" FROM "run_metrics"'))
+    assert [order.index(key_of[r]) for r in runs] == sorted(order.index(key_of[r]) for r in runs)
+
+
+def test_run_page_headline_reads_round_metrics(client, demo_url):
+    run_id = a_run_with_tasks(demo_url)
+    html = client.get(f"/runs/{run_id}").text
+    assert html.index('id="headline"') < html.index('id="phases"') < html.index('id="task-0"')
+    headline = charts_of(html)["headline"]
+    want = sql(demo_url, 'SELECT "round", "valid_reward_mean", "reward_best", "valid_rate" FROM "round_metrics" '
+                         'WHERE "run_id" = ? AND "nodes" > 0 ORDER BY "round"', run_id)
+    by_name = {t["name"]: t for t in headline["data"]}
+    assert by_name["valid_reward_mean"]["x"] == [r[0] for r in want]
+    assert by_name["valid_reward_mean"]["y"] == pytest.approx([r[1] for r in want])
+    assert by_name["reward_best"]["y"] == pytest.approx([r[2] for r in want])
+    rate = by_name["valid_rate (right axis)"]
+    assert rate["yaxis"] == "y2" and rate["y"] == pytest.approx([r[3] for r in want])
+
+
+def test_phase_chart_splits_gen_into_generation_execution_and_their_overlap(client, demo_url):
+    run_id = sql(demo_url, 'SELECT "run_id" FROM "round_metrics" WHERE "gen_overlap_s" > 0 ORDER BY 1 LIMIT 1')[0][0]
+    phases = charts_of(client.get(f"/runs/{run_id}").text)["phases"]
+    by_name = {t["name"]: t for t in phases["data"]}
+    assert {"generation", "generation ∥ execution", "execution"} <= set(by_name)
+    want = sql(demo_url, 'SELECT "round", "gen_s", "generation_s", "execution_s", "gen_overlap_s", "gen_other_s" '
+                         'FROM "round_metrics" WHERE "run_id" = ? AND "total_s" IS NOT NULL ORDER BY "round"', run_id)
+    parts = ("generation", "generation ∥ execution", "execution", "gen: other")
+    for k, (rnd, gen, generation, execution, overlap, other) in enumerate(want):
+        if overlap is None:  # not split (its summaries' seconds exceed the phase): the one gen bar
+            assert by_name["gen"]["y"][k] == pytest.approx(gen) and all(by_name[p]["y"][k] == 0 for p in parts
+                                                                        if p in by_name)
+            continue
+        assert by_name["generation ∥ execution"]["y"][k] == pytest.approx(overlap)
+        assert by_name["generation"]["y"][k] + overlap == pytest.approx(generation)
+        assert by_name["execution"]["y"][k] + overlap == pytest.approx(execution)
+        assert sum(by_name[p]["y"][k] for p in parts if p in by_name) == pytest.approx(gen)  # they stack to gen
+
+
+
+def test_compare_picks_runs_by_model_and_task_set_together(client, demo_url):
+    """A model alone gives its runs; a model and a task set give only the runs on both (not
+    every run of the model), and an arm narrows the same way."""
+    model, task_set, n = sql(demo_url, 'SELECT "model", "task_set", count(*) FROM "run_metrics" WHERE "rounds" > 0 '
+                                       'GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 1')[0]
+    of_model = {r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "run_metrics" WHERE "model" = ? AND "rounds" > 0',
+                                  model)}
+    assert len(of_model) > n  # the model has runs on other task sets too: the task set narrows
+    html = client.get("/compare", params={"model": model}).text
+    assert set(re.findall(r'<tr><td class="text"><a href="/runs/([^"]+)">', html)) == of_model
+    html = client.get("/compare", params={"model": model, "task_set": task_set}).text
+    both = {r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "run_metrics" WHERE "model" = ? AND "task_set" = ? '
+                                        'AND "rounds" > 0', model, task_set)}
+    assert set(re.findall(r'<tr><td class="text"><a href="/runs/([^"]+)">', html)) == both and len(both) == n
+    assert len(charts_of(html)["compare"]["data"]) == 5 * n
+    assert f'<option value="{task_set}" title="{task_set}" selected>' in html
+
+
+def test_compare_draws_each_run_with_its_own_marker_so_coinciding_points_show(client, demo_url):
+    runs = [r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "task_round_metrics" GROUP BY 1 ORDER BY 1 LIMIT 3')]
+    figure = charts_of(client.get("/compare", params=[("run", r) for r in runs]).text)["compare"]
+    first_panel = figure["data"][:len(runs)]
+    markers = [(t["marker"]["symbol"], t["marker"]["size"]) for t in first_panel]
+    assert len(set(markers)) == len(runs)  # a symbol and size of its own each
+    assert all(t["marker"]["symbol"].endswith("-open") for t in first_panel)  # open: the one behind shows through
+    sizes = [size for _, size in markers]
+    assert sizes == sorted(sizes, reverse=True)  # later runs drawn smaller, inside the earlier ones
+
+
+def test_quality_expectations_lists_every_expectation_passed_ones_too(client, demo_url):
+    from warehouse.quality.runner import run_checks
+
+    assert 'href="/quality/expectations"' in client.get("/quality").text
+    html = client.get("/quality/expectations").text
+    report = run_checks(demo_url)
+    results = re.findall(r'<tr data-result="(\w+)">', html)
+    assert len(results) == len(report.outcomes) > 30
+    assert results == ["pass" if o.success else "fail" for o in report.outcomes]
+    assert "pass" in results and "fail" in results  # the probe's 1.5 reward fails check 1; the rest pass
+    passed = sum(o.success for o in report.outcomes)
+    assert f'data-passed="{passed}" data-total="{len(report.outcomes)}"' in html

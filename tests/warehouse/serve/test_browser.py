@@ -301,3 +301,107 @@ def test_reward_model_run_page(browser, server, demo_url, shots):
     assert traces["rm-formal"] >= 1
     assert rows(browser, "rm-evaluations") == sql(
         demo_url, 'SELECT count(*) FROM "rm_evaluations" WHERE "run_id" = ?', run_id)[0][0]
+
+
+# --- the runs table's metric columns and grouping, the run headline, the phase chart ----------
+
+METRICS = ("valid_reward_mean_latest", "valid_reward_mean_best", "valid_rate", "reward_best", "loss_latest")
+
+
+def test_runs_table_metric_columns_sort_by_value_and_group(browser, server, demo_url, shots):
+    from selenium.webdriver.support.ui import Select
+
+    load(browser, server + "/", shots, "runs_metrics", charts=False)
+    # every metric column is shown, each run's value run_metrics'
+    want = {r[0]: r[1:] for r in sql(demo_url, f'SELECT "run_id", {", ".join(METRICS)} FROM "run_metrics"')}
+    shown = browser.execute_script("""const cols = arguments[0];
+        return Object.fromEntries(Array.from(document.querySelectorAll('#runs-table tbody tr')).map((r) =>
+          [r.dataset.run, cols.map((c) => { const td = r.querySelector(`[data-col="${c}"]`);
+                                            return td.hidden ? 'hidden' : td.dataset.value; })]));""", list(METRICS))
+    assert set(shown) == set(want)
+    for run_id, values in want.items():
+        assert [None if v == "" else pytest.approx(float(v)) for v in shown[run_id]] == list(values), run_id
+    # sorting by the best round's reward puts the best run first (empty cells last)
+    browser.find_element("css selector", '#runs-table th[data-col="valid_reward_mean_best"]').click()
+    best = [v for v in column(browser, "valid_reward_mean_best") if v != ""]
+    assert [float(v) for v in best] == sorted((float(v) for v in best), reverse=True)
+    assert float(best[0]) == pytest.approx(max(v[1] for v in want.values() if v[1] is not None))
+    # group by arm with the form: one row per arm, its runs and its best, as SQL groups them
+    Select(browser.find_element("id", "group-by")).select_by_value("arm")
+    browser.find_element("css selector", "form.filters button[type=submit]").click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "groups-table"))
+    assert "group=arm" in browser.current_url
+    groups = sql(demo_url, 'SELECT coalesce("arm", \'\'), count(*), max("valid_reward_mean_best") FROM "run_metrics" GROUP BY 1')
+    got = browser.execute_script("""return Array.from(document.querySelectorAll('#groups-table tbody tr')).map((r) =>
+        [r.dataset.key, Number(r.querySelector('[data-col="runs"]').dataset.value),
+         r.querySelector('[data-col="best-valid_reward_mean_best"]').dataset.value]);""")
+    assert sorted((k, n) for k, n, _ in got) == sorted((k, n) for k, n, _ in groups)
+    best_of = {k: b for k, _, b in groups}
+    for key, _, best_value in got:
+        assert (best_value == "") if best_of[key] is None else float(best_value) == pytest.approx(best_of[key])
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400
+    assert browser.execute_script("return Array.from(document.querySelectorAll('.table-wrap'))"
+                                  ".every((w) => w.scrollWidth <= w.clientWidth)")  # both tables fit 1,400 px
+    browser.save_screenshot(str(shots / "runs_grouped.png"))
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_run_headline_is_above_the_fold_and_the_header_says_the_runs_state(browser, server, demo_url, shots):
+    import duckdb
+    from datetime import datetime
+
+    run_id, _ = a_run(demo_url)
+    load(browser, f"{server}/runs/{run_id}", shots, "run_headline")
+    rounds = sql(demo_url, 'SELECT count(*), count("valid_reward_mean"), count("valid_rate") FROM "round_metrics" '
+                           'WHERE "run_id" = ? AND "nodes" > 0', run_id)[0]
+    assert rounds[1] > 1
+    assert chart_traces(browser)["headline"] == 3  # valid_reward_mean, reward_best, valid_rate
+    assert browser.execute_script("return document.getElementById('headline').data[0].x.length") == rounds[0]
+    top = browser.execute_script("return document.getElementById('headline').getBoundingClientRect().bottom")
+    assert top <= browser.execute_script("return window.innerHeight")  # seen without scrolling
+    state = sql(demo_url, 'SELECT "state" FROM "run_state" WHERE "run_id" = ?', run_id)[0][0]
+    assert browser.find_element("id", "live-status").text.split(",")[0] == state
+    # a run that finished: its header says so, and the page stops polling
+    ended = sql(demo_url, 'SELECT "run_id" FROM "run_metrics" WHERE "rounds" > 0 AND "run_id" <> ? ORDER BY 1 LIMIT 1',
+                run_id)[0][0]
+    con = duckdb.connect(db_path_from_url(demo_url))
+    con.execute('INSERT INTO "run_lifecycle" ("run_id", "trainer", "started_at", "ended_at", "end_status") '
+                "VALUES (?, 'train run', ?, ?, 'finished')", [ended, datetime(2026, 1, 1), datetime(2026, 1, 1, 1)])
+    con.close()
+    load(browser, f"{server}/runs/{ended}", shots, "run_finished")
+    assert browser.find_element("id", "live-status").text == "finished"
+    assert browser.find_element("css selector", "#run-life .badge").text == "finished"
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_phase_chart_draws_generation_and_execution_apart_with_their_overlap(browser, server, demo_url, shots):
+    run_id = sql(demo_url, 'SELECT "run_id" FROM "round_metrics" WHERE "gen_overlap_s" > 0 ORDER BY 1 LIMIT 1')[0][0]
+    load(browser, f"{server}/runs/{run_id}", shots, "run_phases")
+    names = browser.execute_script("return document.getElementById('phases').data.map((t) => t.name)")
+    assert {"generation", "generation ∥ execution", "execution"} <= set(names)
+    drawn = browser.execute_script("""const el = document.getElementById('phases');
+        return el.querySelectorAll('.cartesianlayer .trace').length;""")
+    assert drawn == len(names)
+    overlap = sql(demo_url, 'SELECT "gen_overlap_s" FROM "round_metrics" WHERE "run_id" = ? AND "total_s" IS NOT NULL '
+                            'ORDER BY "round"', run_id)
+    got = browser.execute_script("""const el = document.getElementById('phases');
+        return el.data.find((t) => t.name === 'generation ∥ execution').y;""")
+    assert got == pytest.approx([v or 0.0 for (v,) in overlap])
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_quality_page_opens_every_expectation_with_its_result(browser, server, demo_url, shots):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    load(browser, server + "/quality", shots, "quality_short", charts=False)
+    browser.find_element("id", "every-expectation").click()
+    WebDriverWait(browser, 120).until(lambda d: d.find_elements("id", "expectations-table"))
+    results = browser.execute_script("return Array.from(document.querySelectorAll('#expectations-table tbody tr'))"
+                                     ".map((r) => r.dataset.result)")
+    verdict = browser.find_element("id", "expectations-verdict")
+    assert len(results) == int(verdict.get_attribute("data-total")) > 30
+    assert results.count("pass") == int(verdict.get_attribute("data-passed")) > 0 and "fail" in results
+    browser.save_screenshot(str(shots / "quality_expectations.png"))
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -268,9 +268,19 @@ async function refreshPage() {
   main.querySelectorAll(".chart").forEach((el) => Plotly.purge(el));
   main.replaceWith(fresh);
   document.body.dataset.version = doc.body.dataset.version;
+  document.body.dataset.runState = doc.body.dataset.runState || "";
   drawCharts(document);
   setUpTables(fresh);
   return true;
+}
+
+// A run that ended (finished, failed, stopped) gets no new rows: the header says its state and
+// the page stops polling. A running one is polled; a lost or imported one may still gain rounds
+// (a late commit, a re-ingest), so it is polled too; the header says the state either way.
+const ENDED = new Set(["finished", "failed", "stopped"]);
+
+function runStatus() {
+  return document.body.dataset.runState || "live";
 }
 
 function watchRun() {
@@ -278,7 +288,11 @@ function watchRun() {
   const url = body.dataset.versionUrl;
   if (!url) return;
   const every = Number(body.dataset.refreshMs) || 5000;
-  setStatus("live", "live");
+  if (ENDED.has(body.dataset.runState)) {
+    setStatus(body.dataset.runState, "ended");
+    return;
+  }
+  setStatus(runStatus(), "live");
   const tick = async () => {
     try {
       const response = await fetch(url, {cache: "no-store"});
@@ -287,9 +301,13 @@ function watchRun() {
       } else if (response.ok) {
         const {version} = await response.json();
         if (version !== body.dataset.version && await refreshPage()) {
-          setStatus("updated " + new Date().toLocaleTimeString(), "live");
+          if (ENDED.has(body.dataset.runState)) {
+            setStatus(body.dataset.runState, "ended");
+            return;  // its last rows are drawn: nothing more will land
+          }
+          setStatus(runStatus() + ", updated " + new Date().toLocaleTimeString(), "live");
         } else {
-          setStatus("live, checked " + new Date().toLocaleTimeString(), "live");
+          setStatus(runStatus() + ", checked " + new Date().toLocaleTimeString(), "live");
         }
       }
     } catch (err) {
