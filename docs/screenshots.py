@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--run", help="the run page and rollout browser of this run")
     parser.add_argument("--compare", help="comma-separated run ids -> compare_page.png")
-    parser.add_argument("--node", help="RUN/NODE_ID -> node_page.png (default: the run's first node)")
+    parser.add_argument("--node", help="RUN/NODE_ID -> node_page.png (no node page without it)")
     parser.add_argument("--out", default="docs/img")
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--max-height", type=int, default=2400, help="cut taller pages to this many pixels")
