@@ -135,11 +135,18 @@ def render_for_terminal(result: Result, width: int | None = None, banded: bool =
 
 def table_text(result: Result, width: int | None = None) -> str:
     """Any result as one table sized to the terminal (`warehouse sql`, `tables`, `check`):
-    long cells cut in the middle (different cells stay different), columns left out only when
-    even cut they cannot fit, and counted below."""
+    long cells cut in the middle (different cells stay different); columns that even cut
+    cannot fit side by side are printed in bands, each led by the first column, so every
+    selected column is shown."""
     console = _console(width or terminal_width())
-    dropped = _print_fitted(console, result, None)
-    console.print(footer(result, dropped, "--format csv"), markup=False)
+    shown, _ = _layout(_columns(result), console.width)
+    if len(shown) == len(result.columns):
+        _print_fitted(console, result, None)
+        console.print(footer(result, 0, "--format csv"), markup=False)
+        return _text(console)
+    bands = _print_banded(console, result, None)
+    console.print(footer(result, 0, "--format csv")[:-1] + f"; {bands} bands of columns, each led by "
+                  f"{result.columns[0]})", markup=False)
     return _text(console)
 
 
