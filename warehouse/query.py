@@ -75,9 +75,24 @@ COUNTED_BY_LENGTH = {
                    'JOIN "nodes" AS n USING ("source_id", "line_no")',
 }
 
+# On DuckLake the arrays are in Parquet, and summing their lengths reads every payload: the
+# same sum comes from nodes' n_response_tokens (len(response_token_ids), kept at load time),
+# over the nodes whose payload row is present (only the payloads' key columns are read).
+LAKE_COUNTED_BY_LENGTH = {
+    "node_tokens": 'SELECT coalesce(sum(n."n_response_tokens"), 0) FROM "nodes" AS n '
+                   'WHERE EXISTS (SELECT 1 FROM "node_payloads" AS p '
+                   'WHERE p."source_id" = n."source_id" AND p."line_no" = n."line_no")',
+}
+
 
 def list_tables(url: str) -> Result:
-    """Every table and view with its kind and row count."""
+    """Every table and view with its kind and row count.
+
+    Counts never unroll the token arrays: node_tokens is a sum of lengths (on DuckLake, of
+    nodes' stored lengths, so no payload is read). A table's count(*) reads no rows on either
+    engine (DuckDB's row counts; DuckLake's Parquet footers and delete files).
+    """
+    from warehouse.db import is_ducklake_connection
     from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
@@ -86,13 +101,15 @@ def list_tables(url: str) -> Result:
             "SELECT table_name, table_type FROM information_schema.tables "
             "WHERE table_schema = 'main' ORDER BY table_type, table_name"
         ).fetchall()
-        rows = []
-        for name, kind in names:
-            quoted = '"' + name.replace('"', '""') + '"'
-            try:
-                count = COUNTED_BY_LENGTH.get(name, f"SELECT count(*) FROM {quoted}")
-                n = con.execute(count).fetchone()[0]
-            except Exception as exc:  # noqa: BLE001 - a broken view still gets listed
-                n = f"error: {str(exc).splitlines()[0]}"
-            rows.append((name, "view" if kind == "VIEW" else "table", n))
+        by_length = LAKE_COUNTED_BY_LENGTH if is_ducklake_connection(con) else COUNTED_BY_LENGTH
+        rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name, by_length))
+                for name, kind in names]
     return Result(["name", "kind", "rows"], rows)
+
+
+def _count(con, name: str, by_length: dict[str, str]) -> int | str:
+    quoted = '"' + name.replace('"', '""') + '"'
+    try:
+        return con.execute(by_length.get(name, f"SELECT count(*) FROM {quoted}")).fetchone()[0]
+    except Exception as exc:  # noqa: BLE001 - a broken view still gets listed
+        return f"error: {str(exc).splitlines()[0]}"

@@ -151,3 +151,34 @@ def test_a_commit_that_loses_the_race_is_redone_on_the_new_snapshot(tmp_path):
         rows = a.execute("SELECT path, source_id FROM sources ORDER BY path").fetchall()
     assert attempts == [1, 2]
     assert rows == [("train://a", 2), ("train://b", 1)]
+
+
+def test_tables_counts_on_ducklake_equal_count_star_after_a_source_is_reloaded(small_sample_root, tmp_path):
+    """`warehouse tables` counts node_tokens from nodes' stored lengths on DuckLake (no payload
+    is read) and tables through their Parquet footers and delete files: after a node file is
+    reloaded (its rows deleted and written again, fewer of them), every count is still exact."""
+    import shutil
+
+    from warehouse.db import connect
+    from warehouse.query import list_tables, run_query
+
+    root = tmp_path / "root"
+    shutil.copytree(small_sample_root, root)
+    lake_url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'lake.sqlite'}", tmp_path / "files")
+    runner = CliRunner()
+    assert runner.invoke(main, ["--db", lake_url, "init"]).exit_code == 0
+    assert runner.invoke(main, ["--db", lake_url, "ingest", str(root)]).exit_code in (0, 2)
+    tokens = 'SELECT (SELECT count(*) FROM "nodes"), (SELECT count(*) FROM "node_tokens")'
+    nodes_before, tokens_before = run_query(lake_url, tokens).rows[0]
+    node_file = max(root.rglob("*__[0-9]*.jsonl"), key=lambda p: p.stat().st_size)
+    lines = node_file.read_bytes().splitlines(keepends=True)
+    node_file.write_bytes(b"".join(lines[: len(lines) // 2]))  # the file changed: reloaded, half its nodes
+    assert runner.invoke(main, ["--db", lake_url, "ingest", str(root)]).exit_code in (0, 2)
+
+    listed = list_tables(lake_url).rows
+    assert {kind for _, kind, _ in listed} == {"table", "view"}
+    with connect(lake_url, read_only=True) as con:
+        for name, _, n in listed:
+            assert n == con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0], name
+    after = {name: n for name, _, n in listed}
+    assert 0 < after["nodes"] < nodes_before and 0 < after["node_tokens"] < tokens_before
