@@ -14,6 +14,15 @@ from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR
 os.environ.setdefault("TRAIN_TINY_POLICY_TIME_LIMIT", "0")  # train.tiny.policy.TIME_LIMIT_ENV (test_run_policy.py checks)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files holding a test marked slow run first, in their order, then the rest in theirs.
+    Under pytest-xdist (CI's 2 workers, one file per worker at a time) the long files start
+    early while the short ones fill the other worker, rather than a long file starting last
+    and running alone. Within a file nothing moves."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_tiny_policy(tmp_path_factory):
     """One tiny-policy cache for the whole run ($TRAIN_TINY_POLICY_DIR, train.tiny.policy.TINY_DIR_ENV):
