@@ -7,6 +7,8 @@
 # lives in the user's cache ($VLLM_STAGE_VENV overrides), like the tiny policy, so a later run
 # on the same machine skips its 4-5 minute build: rebuilt only when the lock changes, topped up
 # when pyproject.toml does, and pointed at this checkout every run. Prints its elapsed seconds.
+# `--build-only` builds or tops up the venv and stops before the tests: .ci/run starts it in the
+# background while the test suite runs, so a cold build costs no wall time of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -27,6 +29,7 @@ if [ ! -f "$project_stamp" ]; then
 else  # the dependencies are there; the editable install must name this checkout, not an earlier one
   quiet "$venv/bin/pip" install -q --no-deps -e .
 fi
+[ "${1:-}" = "--build-only" ] && { echo "::: vLLM stage: venv ready in $((SECONDS - start)) s"; exit 0; }
 # fail here, not as skipped tests, when the venv cannot import vLLM
 "$venv/bin/python" -c "import vllm, transformers; print('::: vLLM stage: vllm', vllm.__version__, 'transformers', transformers.__version__)"
 export TRAIN_TINY_POLICY_DIR="${TRAIN_TINY_POLICY_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-warehouse/tiny-policy}"

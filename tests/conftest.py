@@ -14,6 +14,28 @@ from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR
 os.environ.setdefault("TRAIN_TINY_POLICY_TIME_LIMIT", "0")  # train.tiny.policy.TIME_LIMIT_ENV (test_run_policy.py checks)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files holding a test marked slow run first, in their order, then the rest in theirs.
+    Under pytest-xdist (CI's 2 workers, one file per worker at a time) the long files start
+    early while the short ones fill the other worker, rather than a long file starting last
+    and running alone. Within a file nothing moves."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_tiny_policy(tmp_path_factory):
+    """One tiny-policy cache for the whole run ($TRAIN_TINY_POLICY_DIR, train.tiny.policy.TINY_DIR_ENV):
+    CI sets it for all its stages; otherwise the run's temp root, which pytest-xdist's workers
+    share (the build takes a file lock, so the first test that needs the policy builds it and the
+    others load it). Without it each module that trains built its own, about 100 s each."""
+    if not os.environ.get("TRAIN_TINY_POLICY_DIR"):
+        root = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            root = root.parent  # pytest-N/popen-gwK: the parent is the run's, shared by its workers
+        os.environ["TRAIN_TINY_POLICY_DIR"] = str(root / "tiny-policy")
+
+
 @pytest.fixture(scope="session")
 def fake_home(tmp_path_factory):
     return tmp_path_factory.mktemp("home")
