@@ -14,4 +14,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 echo "::: sandbox: hostile solutions from a non-editable install, limits, verdicts under load"
-python -m pytest -q -p no:cacheprovider tests/train/env/test_env_hostile.py tests/train/env/test_env_limits.py
+python -m pytest -q -p no:cacheprovider tests/train/env/test_env_hostile.py tests/train/env/test_env_fallback.py \
+    tests/train/env/test_env_limits.py
