@@ -192,10 +192,8 @@ def check_settings(settings: Settings, opts: RunOptions) -> None:
     """The knobs' allowed values and ranges, checked where they are resolved (before the model,
     the tokenizer or the warehouse is touched); the error names the setting and its source."""
     knobs = settings.knobs
-    for key, allowed in choices().items():
-        value = getattr(knobs, key)
-        if value not in allowed:
-            raise TerminalError(f"{setting_label(settings, key, value)}: use {', '.join(allowed)}")
+    for key in choices():
+        check_choice(knobs, key, settings)
     for key, ok, needs in RANGES:
         value = getattr(knobs, key)
         if value is None or not ok(value):
@@ -208,6 +206,15 @@ def check_settings(settings: Settings, opts: RunOptions) -> None:
         if total <= knobs.lr_warmup_steps:
             raise TerminalError(f"{setting_label(settings, 'lr_schedule', 'cosine')}: its total steps ({total}) must "
                                 f"exceed lr_warmup_steps ({knobs.lr_warmup_steps}); raise --rounds or --set lr_total_steps")
+
+
+def check_choice(knobs: Knobs, key: str, settings: Settings | None = None) -> str:
+    """The knob `key`'s value, refused in one line when it is not one of its choices."""
+    value, allowed = getattr(knobs, key), choices()[key]
+    if value not in allowed:
+        label = setting_label(settings, key, value) if settings is not None else f"--set {key}={value}"
+        raise TerminalError(f"{label}: use {', '.join(allowed[:-1])} or {allowed[-1]}")
+    return value
 
 
 def own_weights(backend: str) -> bool:

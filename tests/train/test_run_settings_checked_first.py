@@ -75,13 +75,13 @@ def test_a_set_value_out_of_range_stops_before_loading(tmp_path, nothing_loads, 
 
 
 @pytest.mark.parametrize("pair, allowed", [
-    ("overlap_exec=sometimes", "auto, on, off"),
-    ("vllm_weight_sync=copy", "auto, merged, lora"),
-    ("vllm_sleep=maybe", "auto, on, off"),
-    ("compile_norms=yes", "auto, on, off"),
-    ("policy_offload=disk", "off, host"),
-    ("bench_lengths=long", "off, arm, cap"),
-    ("lr_schedule=step", "constant, cosine"),
+    ("overlap_exec=sometimes", "auto, on or off"),
+    ("vllm_weight_sync=copy", "auto, merged or lora"),
+    ("vllm_sleep=maybe", "auto, on or off"),
+    ("compile_norms=yes", "auto, on or off"),
+    ("policy_offload=disk", "off or host"),
+    ("bench_lengths=long", "off, arm or cap"),
+    ("lr_schedule=step", "constant or cosine"),
 ])
 def test_a_set_value_outside_its_choices_stops_before_loading(tmp_path, nothing_loads, pair, allowed):
     assert_one_line(train_run(tmp_path, "--set", pair), f"--set {pair}: use {allowed}")
