@@ -2,7 +2,8 @@
 both trainers share (`train rm` types its own fields with :func:`coerce`).
 
 A run's settings are the arm's (warehouse/arms.py) with `--set` overrides, plus the knobs
-below, which no arm states. The overrides, and the step's controls when learning, are recorded
+below, which no arm states. `settings_of` resolves them into one `Settings` (with each one's
+source: arm, --set, run, default or flag) and checks every one before anything loads. The overrides, and the step's controls when learning, are recorded
 on the run row (`resolve_settings`), so a run says everything it did differently.
 """
 from __future__ import annotations
@@ -126,12 +127,13 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
     return settings.arm, settings.knobs, settings.overrides
 
 
-def settings_of(opts: RunOptions) -> Settings:
+def settings_of(opts: RunOptions, ranks: int = 1) -> Settings:
     """Every setting of the run, each checked against its type and allowed values, before
-    anything loads: a bad one stops here in one line naming it and its source."""
+    anything loads: a bad one stops here in one line naming it and its source. `ranks`: the
+    processes `--nproc` starts."""
     arm, knobs, recorded, sources = _resolve(opts)
     settings = Settings(arm, knobs, recorded, sources)
-    check_settings(settings, opts)
+    check_settings(settings, opts, ranks)
     return settings
 
 
@@ -188,7 +190,7 @@ RANGES = (
 )
 
 
-def check_settings(settings: Settings, opts: RunOptions) -> None:
+def check_settings(settings: Settings, opts: RunOptions, ranks: int = 1) -> None:
     """The knobs' allowed values and ranges, checked where they are resolved (before the model,
     the tokenizer or the warehouse is touched); the error names the setting and its source."""
     knobs = settings.knobs
@@ -198,6 +200,10 @@ def check_settings(settings: Settings, opts: RunOptions) -> None:
         value = getattr(knobs, key)
         if value is None or not ok(value):
             raise TerminalError(f"{setting_label(settings, key, value)}: {needs}")
+    if opts.backend == "vllm" and ranks > 1:  # as train.generate.choice refuses it, before the ranks start
+        raise TerminalError(f"--backend vllm with --nproc {ranks}: vLLM cannot start inside a multi-rank torchrun "
+                            "run. Use --backend hf with several ranks, or one process with --backend vllm "
+                            "--set tensor_parallel_size=N for generation over N GPUs.")
     if opts.learn and knobs.policy_offload != "off" and opts.backend != "auto" and not own_weights(opts.backend):
         raise TerminalError(f"{setting_label(settings, 'policy_offload', knobs.policy_offload)}: the {opts.backend} "
                             "backend generates with the policy's own weights; use --backend vllm or policy_offload=off")

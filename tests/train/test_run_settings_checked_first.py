@@ -97,6 +97,17 @@ def test_policy_offload_with_a_backend_without_weights_of_its_own_stops_before_l
     assert_one_line(result, "--set policy_offload=host", "the hf backend generates with the policy's own weights")
 
 
+def test_vllm_over_several_processes_stops_before_any_rank_starts(tmp_path, nothing_loads, monkeypatch):
+    import train.launch
+
+    def started(*args, **kwargs):
+        raise AssertionError("the ranks were started")
+
+    monkeypatch.setattr(train.launch, "launch", started)
+    result = train_run(tmp_path, "--backend", "vllm", "--nproc", "2")
+    assert_one_line(result, "--backend vllm with --nproc 2: vLLM cannot start inside a multi-rank torchrun run")
+
+
 def test_without_learning_the_offload_and_backend_do_not_conflict():
     settings = settings_of(RunOptions(backend="hf", learn=False, sets={"policy_offload": "host"}))
     assert settings.knobs.policy_offload == "host"
