@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from warehouse.arms import Arm
 from warehouse.errors import TerminalError
 
-from train.settings import Knobs, RunOptions, resolve_settings
+from train.settings import Knobs, RunOptions, check_choice, resolve_settings
 
 if TYPE_CHECKING:
     from train.learn.checkpoint import ResumePoint
@@ -110,10 +110,8 @@ def make_backend(opts: RunOptions, arm: Arm, knobs: Knobs, policy: Policy):
 
 def vllm_settings(knobs: Knobs, device: str) -> tuple[str, bool]:
     """(weight sync, sleep) for the vLLM engine from `--set vllm_weight_sync / vllm_sleep`."""
-    if knobs.vllm_weight_sync not in ("auto", "merged", "lora"):
-        raise TerminalError(f"--set vllm_weight_sync={knobs.vllm_weight_sync}: use auto, merged or lora")
-    if knobs.vllm_sleep not in ("auto", "on", "off"):
-        raise TerminalError(f"--set vllm_sleep={knobs.vllm_sleep}: use auto, on or off")
+    check_choice(knobs, "vllm_weight_sync")
+    check_choice(knobs, "vllm_sleep")
     sync = knobs.vllm_weight_sync
     if sync == "auto":
         sync = "merged" if knobs.tensor_parallel_size == 1 else "lora"
@@ -161,8 +159,7 @@ def round_context(opts: RunOptions, arm: Arm, knobs: Knobs, tasks: dict, backend
 def overlap_exec(knobs: Knobs, backend) -> bool:
     """--set overlap_exec: auto executes finished sibling groups during generation when the
     backend generates on a GPU (on CPU the two would share the same cores)."""
-    if knobs.overlap_exec not in ("auto", "on", "off"):
-        raise TerminalError(f"--set overlap_exec={knobs.overlap_exec}: use auto, on or off")
+    check_choice(knobs, "overlap_exec")
     if knobs.overlap_exec != "auto":
         return knobs.overlap_exec == "on"
     return backend.device is not None and backend.device.type == "cuda"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from warehouse.arms import Arm
 from warehouse.errors import TerminalError
 
-from train.settings import Knobs, RunOptions
+from train.settings import Knobs, RunOptions, check_choice
 
 if TYPE_CHECKING:  # annotations only: torch and the step load when a learner is made
     import torch
@@ -149,8 +149,7 @@ def variant_setting(knobs: Knobs):
 
     if knobs.keep_layers is None or knobs.keep_layers < -1:
         raise TerminalError(f"--set keep_layers={knobs.keep_layers}: use -1 (as many as fit) or a count of layers")
-    if knobs.compile_norms not in ("auto", "on", "off"):
-        raise TerminalError(f"--set compile_norms={knobs.compile_norms}: use auto, on or off")
+    check_choice(knobs, "compile_norms")
     keep = None if knobs.keep_layers == -1 else knobs.keep_layers
     return VariantSetting(keep, None if knobs.compile_norms == "auto" else knobs.compile_norms == "on")
 

@@ -32,7 +32,6 @@ from train.progress import step_line
 from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks
 from train.weight_sync import generation_copy, sync_generator, update_weights
-from warehouse.errors import TerminalError
 from warehouse.vocabulary import DRAFT, OK, PROMPT_ERROR_EXC_TYPE
 
 
@@ -76,7 +75,7 @@ def _run(opts: RunOptions, team, log, monitor=None, life=None) -> RunReport:
     # --- set-up: settings, tasks, the run row, the policy, its learner and backend
     choice = choose_backend(opts.backend, opts.device, team.size)
     opts = dataclasses.replace(opts, backend=choice.name)
-    arm, knobs, overrides = resolve_settings(opts)
+    arm, knobs, overrides = resolve_settings(opts)  # with the chosen backend: checks what needs it
     overrides = {**overrides, **choice.recorded(), **checkpoint_settings(opts)}
     tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
     resume = resume_point(opts)
@@ -194,14 +193,10 @@ def timed(fn):
 def base_offload(knobs, opts: RunOptions, learner, policy, log):
     """`--set policy_offload=host`: the policy's frozen base weights to pinned host memory now
     (train.policy.offload), or None. Only where the engine has weights of its own."""
-    from train.generate.choice import backend_class
     from train.policy.offload import BaseOffload, check_offload
 
     if check_offload(knobs.policy_offload) == "off" or learner is None:
         return None
-    if not backend_class(opts.backend).capabilities.own_weights:
-        raise TerminalError(f"--set policy_offload=host: the {opts.backend} backend generates with the policy's own "
-                            "weights; use --backend vllm or policy_offload=off")
     offload = BaseOffload(learner.policy.model)
     freed = offload.offload()
     log(f"Policy offload: {freed / 2**30:.1f} GiB of frozen base weights in host memory while the engine generates")

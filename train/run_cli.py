@@ -81,7 +81,7 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
     from train.learn.gates import parse_steps
     from train.progress import make_monitor
     from train.run import run
-    from train.settings import RunOptions, check_warehouse, parse_sets
+    from train.settings import RunOptions, check_warehouse, parse_sets, settings_of
     from warehouse.config import resolve_db_url
 
     opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round, resume_from=resume_from,
@@ -93,6 +93,7 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),
                       exec_workers=exec_workers, run_id=run_id, quiet=quiet,
                       exec_gpus=_gpu_tuple(parse_exec_gpus(exec_gpus)), unsafe_no_sandbox=unsafe_no_sandbox)
+    settings_of(opts, ranks=nproc)  # every setting checked before anything loads: a bad one stops here in one line
     rank = launched_world()[0]
     if rank == 0:
         require_sandbox(Limits(allow_list=not unsafe_no_sandbox))  # before any model loads

@@ -2,7 +2,8 @@
 both trainers share (`train rm` types its own fields with :func:`coerce`).
 
 A run's settings are the arm's (warehouse/arms.py) with `--set` overrides, plus the knobs
-below, which no arm states. The overrides, and the step's controls when learning, are recorded
+below, which no arm states. `settings_of` resolves them into one `Settings` (with each one's
+source: arm, --set, run, default or flag) and checks every one before anything loads. The overrides, and the step's controls when learning, are recorded
 on the run row (`resolve_settings`), so a run says everything it did differently.
 """
 from __future__ import annotations
@@ -104,14 +105,50 @@ class Knobs:
 STABILITY_RECORDED = ("lr_schedule", "lr_warmup_steps", "kl_coef", "kl_target")
 
 
+@dataclass(frozen=True)
+class Settings:
+    """A run's settings, resolved and checked: the arm with its overrides, the knobs, the
+    overrides as the run row records them, and where each setting came from (`sources`: "arm",
+    "--set", "run" for the values the run picks itself, "default" for a knob left as is, "flag"
+    for `train run`'s own options)."""
+
+    arm: Arm
+    knobs: Knobs
+    overrides: dict
+    sources: dict
+
+    def source(self, key: str) -> str:
+        return self.sources.get(key, "default")
+
+
 def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
     """(arm with overrides, knobs, overrides as recorded on the run row)."""
+    settings = settings_of(opts)
+    return settings.arm, settings.knobs, settings.overrides
+
+
+def settings_of(opts: RunOptions, ranks: int = 1) -> Settings:
+    """Every setting of the run, each checked against its type and allowed values, before
+    anything loads: a bad one stops here in one line naming it and its source. `ranks`: the
+    processes `--nproc` starts."""
+    arm, knobs, recorded, sources = _resolve(opts)
+    settings = Settings(arm, knobs, recorded, sources)
+    check_settings(settings, opts, ranks)
+    return settings
+
+
+def _resolve(opts: RunOptions) -> tuple[Arm, Knobs, dict, dict]:
     arm, knobs = get_arm(opts.arm), Knobs()
     overrides = dict(opts.sets)
+    sources = {f.name: "flag" for f in dataclasses.fields(RunOptions) if f.name != "sets"}
+    sources.update({f.name: "arm" for f in dataclasses.fields(Arm)})
+    sources.update({key: "--set" for key in opts.sets})
     if opts.model == "tiny" and "response_cap" not in overrides and arm.response_cap is not None:
         overrides["response_cap"] = min(arm.response_cap, TINY_RESPONSE_CAP)
+        sources["response_cap"] = "run"
     if opts.learn and arm.learning_rate is None and "learning_rate" not in overrides:
         overrides["learning_rate"] = TINY_LR if opts.model == "tiny" else DEFAULT_LR
+        sources["learning_rate"] = "run"
     arm_fields = {f.name: f for f in dataclasses.fields(Arm)}
     knob_fields = {f.name: f for f in dataclasses.fields(Knobs)}
     arm_sets = {k: coerce(k, v, getattr(arm, k)) for k, v in overrides.items() if k in arm_fields}
@@ -126,7 +163,81 @@ def resolve_settings(opts: RunOptions) -> tuple[Arm, Knobs, dict]:
     check_mismatch_limits(arm_sets)
     if opts.learn:  # the step's controls are part of what a run did, set or not
         recorded = {**recorded, **{k: getattr(knobs, k) for k in STABILITY_RECORDED}}
-    return arm.with_overrides(**arm_sets), knobs, jsonable(recorded)
+    return arm.with_overrides(**arm_sets), knobs, jsonable(recorded), sources
+
+
+def choices() -> dict:
+    """The allowed values of each knob that names a choice."""
+    from train.generate.lengths import MIXES
+    from train.learn.control import SCHEDULES
+    from train.policy.offload import OFFLOADS
+
+    auto_on_off = ("auto", "on", "off")
+    return {"overlap_exec": auto_on_off, "vllm_weight_sync": ("auto", "merged", "lora"), "vllm_sleep": auto_on_off,
+            "compile_norms": auto_on_off, "policy_offload": OFFLOADS, "bench_lengths": MIXES,
+            "lr_schedule": SCHEDULES}
+
+
+#: (knob, test, what it needs): the ranges the loop's parts would refuse later
+RANGES = (
+    ("update_epochs", lambda v: v >= 1, "needs at least 1"),
+    ("keep_layers", lambda v: v >= -1, "use -1 (as many as fit) or a count of layers"),
+    ("lr_warmup_steps", lambda v: v >= 0, "needs to be >= 0"),
+    ("lr_min_ratio", lambda v: 0.0 <= v <= 1.0, "a ratio in [0, 1]"),
+    ("kl_coef", lambda v: v >= 0, "needs to be >= 0"),
+    ("kl_target", lambda v: v >= 0, "needs to be >= 0 (0: a fixed kl_coef)"),
+    ("kl_horizon", lambda v: v > 0, "needs to be > 0"),
+)
+
+
+def check_settings(settings: Settings, opts: RunOptions, ranks: int = 1) -> None:
+    """The knobs' allowed values and ranges, checked where they are resolved (before the model,
+    the tokenizer or the warehouse is touched); the error names the setting and its source."""
+    knobs = settings.knobs
+    for key in choices():
+        check_choice(knobs, key, settings)
+    for key, ok, needs in RANGES:
+        value = getattr(knobs, key)
+        if value is None or not ok(value):
+            raise TerminalError(f"{setting_label(settings, key, value)}: {needs}")
+    if opts.backend == "vllm" and ranks > 1:  # as train.generate.choice refuses it, before the ranks start
+        raise TerminalError(f"--backend vllm with --nproc {ranks}: vLLM cannot start inside a multi-rank torchrun "
+                            "run. Use --backend hf with several ranks, or one process with --backend vllm "
+                            "--set tensor_parallel_size=N for generation over N GPUs.")
+    if opts.learn and knobs.policy_offload != "off" and opts.backend != "auto" and not own_weights(opts.backend):
+        raise TerminalError(f"{setting_label(settings, 'policy_offload', knobs.policy_offload)}: the {opts.backend} "
+                            "backend generates with the policy's own weights; use --backend vllm or policy_offload=off")
+    if opts.learn and knobs.lr_schedule == "cosine" and (knobs.lr_total_steps or not opts.resume_from):
+        total = knobs.lr_total_steps or (opts.first_round or 1) + opts.rounds - 1
+        if total <= knobs.lr_warmup_steps:
+            raise TerminalError(f"{setting_label(settings, 'lr_schedule', 'cosine')}: its total steps ({total}) must "
+                                f"exceed lr_warmup_steps ({knobs.lr_warmup_steps}); raise --rounds or --set lr_total_steps")
+
+
+def check_choice(knobs: Knobs, key: str, settings: Settings | None = None) -> str:
+    """The knob `key`'s value, refused in one line when it is not one of its choices."""
+    value, allowed = getattr(knobs, key), choices()[key]
+    if value not in allowed:
+        label = setting_label(settings, key, value) if settings is not None else f"--set {key}={value}"
+        raise TerminalError(f"{label}: use {', '.join(allowed[:-1])} or {allowed[-1]}")
+    return value
+
+
+def own_weights(backend: str) -> bool:
+    """Whether `backend` ("hf" or "vllm", as --backend names it) loads weights of its own."""
+    from train.generate.choice import backend_class
+
+    return backend_class(backend).capabilities.own_weights
+
+
+def setting_label(settings: Settings, key: str, value) -> str:
+    """`key=value` as its source gave it: `--set key=value`, `arm NAME: key=value`, ..."""
+    source = settings.source(key)
+    if source == "--set":
+        return f"--set {key}={value}"
+    if source == "arm":
+        return f"arm {settings.arm.name}: {key}={value}"
+    return f"{key}={value} ({source})"
 
 
 def check_mismatch_limits(sets: dict) -> None:

@@ -86,7 +86,7 @@ def test_the_learner_steps_at_the_scheduled_rate_and_carries_the_coefficient_thr
 def test_the_schedule_and_kl_control_are_settable_and_recorded_on_the_run_row():
     from train.settings import parse_sets
 
-    opts = RunOptions(model="tiny", learn=True, sets=parse_sets(["lr_schedule=cosine", "lr_warmup_steps=3",
+    opts = RunOptions(model="tiny", learn=True, rounds=4, sets=parse_sets(["lr_schedule=cosine", "lr_warmup_steps=3",
                                                                  "kl_target=0.05", "kl_max=0.5"]))
     _, knobs, overrides = resolve_settings(opts)
     assert (knobs.lr_schedule, knobs.lr_warmup_steps, knobs.kl_target, knobs.kl_max) == ("cosine", 3, 0.05, 0.5)
