@@ -8,6 +8,9 @@ user namespace of our own when not root), private mount propagation, a private t
 tmpfs over every hidden directory (the private answers), rlimits, then (not root) a nested
 user namespace where the solution is not root, or (root) the drop to the sandbox uid, and exec.
 With ``--probe`` it only tries the namespace steps and exits 0 when they work.
+With ``--cgroup PROCS -- ARGV...`` it writes its own pid to PROCS (the ``cgroup.procs`` of the
+node's cgroup v2 group, ``train/env/cgroup.py``) and execs ARGV, so bwrap or the launcher and
+everything they start are born in the node's group.
 Any failure of the sandbox itself exits with SETUP_FAILED and a line on stderr.
 
 Under bubblewrap (the allow-list sandbox) the namespaces and mounts are bwrap's; the config
@@ -231,7 +234,28 @@ def _report(fd, status):
         pass
 
 
+def join_cgroup(argv):
+    """``--cgroup PROCS -- ARGV...``: into the node's cgroup, then exec ARGV."""
+    procs, rest = argv[2], argv[argv.index("--") + 1:]
+    try:
+        fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)  # the kernel's file: never created here
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        sys.stderr.write(f"SANDBOX-SETUP-FAILED: cannot join the node's cgroup {procs}: {exc}\n")
+        return SETUP_FAILED
+    try:
+        os.execv(rest[0], rest)
+    except OSError as exc:
+        sys.stderr.write(f"SANDBOX-SETUP-FAILED: cannot start {rest[0]}: {exc}\n")
+    return SETUP_FAILED
+
+
 def main(argv):
+    if argv[1] == "--cgroup":
+        return join_cgroup(argv)
     if argv[1] == "--probe":
         userns, ids = os.geteuid() != 0, (os.getuid(), os.getgid())
         isolate(network=True, hidden=[argv[2]], userns=userns)

@@ -10,7 +10,9 @@ session and process group, through ``_launch.py``, with:
 - a time limit (``timeout_s``) on the node's own clock, and RLIMIT_CPU as a backstop;
 - a memory limit (``mem_gi``) on its whole process tree and its private /tmp and /dev/shm,
   and a disk quota (``disk_gi``) on its workspace, both watched from outside
-  (``train/env/meter.py``): ``memory_limit`` / ``disk_limit``; RLIMIT_AS (memory, per
+  (``train/env/meter.py``): ``memory_limit`` / ``disk_limit``; where a cgroup v2 group is
+  delegated to us, also a group of the node's own with memory.max, memory.swap.max 0 and
+  pids.max, where the kernel charges everything it holds (``train/env/cgroup.py``); RLIMIT_AS (memory, per
   process), RLIMIT_FSIZE (file size), RLIMIT_NPROC (processes) as backstops; a GPU node gets
   no RLIMIT_AS (a CUDA context reserves far more address space than it uses);
 - a fresh network namespace (no interfaces but a down loopback: no network at all) and a pid
@@ -238,6 +240,7 @@ class Capabilities:
     warnings: tuple[str, ...] = ()
     bwrap: bool = False  # the allow-list sandbox works here
     bwrap_missing: str = ""  # why not, when it does not
+    cgroup: str | None = None  # the delegated cgroup v2 group under which each node gets its own
 
 
 UNSAFE_FLAG = "--unsafe-no-sandbox"
@@ -302,20 +305,43 @@ def capabilities() -> Capabilities:
     if not uid_switch:
         warnings.append("not root: nodes run under our own uid, so RLIMIT_NPROC is shared "
                         "and escaped processes are found by process group only")
-    warnings.append(f"{cgroup_memory()}: a node's memory limit is the meter's, sampled every "
-                    "Limits.sample_s from outside (its processes, tmpfs and SysV segments), not memory.max")
+    group, no_group = node_cgroups()
+    if group is None:
+        warnings.append(f"{no_group}: a node's memory limit is the meter's, sampled every Limits.sample_s "
+                        "from outside (its processes, tmpfs and SysV segments), not memory.max")
+    else:
+        log.info("sandbox: %s", cgroup_memory())
     for line in warnings:
         log.warning("sandbox: %s", line)
-    return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why)
+    return Capabilities(namespaces, uid_switch, tuple(warnings), allow_list, why,
+                        str(group) if group is not None else None)
+
+
+def node_cgroups(mountinfo: str = "/proc/self/mountinfo",
+                 membership: str = "/proc/self/cgroup") -> tuple[Path | None, str]:
+    """(the delegated cgroup v2 group, made ready to hold one group per node, "") or (None,
+    why nodes get none here). Moves this process's group's processes to its ``trainer`` leaf
+    (``train.env.cgroup.trainer_leaf``): call once per process (``capabilities`` does)."""
+    from train.env import cgroup
+
+    directory, why = cgroup_delegation(mountinfo, membership)
+    if directory is None:
+        return None, why
+    try:
+        cgroup.trainer_leaf(directory)
+    except OSError as exc:
+        return None, f"the delegated cgroup v2 group {directory} cannot hold nodes' groups ({exc})"
+    return directory, ""
 
 
 def cgroup_memory(mountinfo: str = "/proc/self/mountinfo", membership: str = "/proc/self/cgroup") -> str:
-    """Why nodes get no cgroup of their own here, in a line."""
+    """What counts a node's memory here, in a line: why nodes get no cgroup of their own, or
+    where they get one (a description only: ``node_cgroups`` makes the group ready)."""
     directory, why = cgroup_delegation(mountinfo, membership)
     if directory is None:
         return why
-    return (f"a delegated cgroup v2 group with memory and pids controllers is here ({directory}), but nodes "
-            "are not placed in cgroups of their own (not built)")
+    return (f"each node gets a cgroup v2 group of its own under {directory} (memory.max at its memory "
+            "limit, memory.swap.max 0, memory.oom.group 1, pids.max), beside the meter")
 
 
 def cgroup_delegation(mountinfo: str = "/proc/self/mountinfo",
@@ -348,6 +374,8 @@ def cgroup_delegation(mountinfo: str = "/proc/self/mountinfo",
         return None, f"our cgroup v2 group {ours} lies outside every mounted cgroup2 ({', '.join(p for p, _ in v2)})"
     point, root = found[0]
     directory = Path(point) / os.path.relpath(ours, root)
+    if directory.name == "trainer" and _enabled(directory.parent):
+        directory = directory.parent  # our own trainer leaf (train.env.cgroup.trainer_leaf), made before
     controllers = directory / "cgroup.controllers"
     try:
         offered = controllers.read_text().split()
@@ -361,6 +389,15 @@ def cgroup_delegation(mountinfo: str = "/proc/self/mountinfo",
         if not os.access(path, os.W_OK):
             return None, f"the cgroup v2 group {directory} is not delegated to us ({path} is not writable)"
     return directory, ""
+
+
+def _enabled(parent: Path) -> bool:
+    """Whether ``parent`` already enables memory and pids for its children, and we may write it."""
+    try:
+        enabled = (parent / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return False
+    return all(c in enabled for c in ("memory", "pids")) and os.access(parent / "cgroup.subtree_control", os.W_OK)
 
 
 def _unescape_mount(field: str) -> str:
@@ -395,8 +432,41 @@ def _probe_bwrap(as_root: bool) -> tuple[bool, str]:
 # --- execute -------------------------------------------------------------------------------
 
 def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
+    """Run the node: in a cgroup v2 group of its own where one is delegated (``caps.cgroup``),
+    removed again whatever happens; else as before, under the meter alone."""
+    caps = _caps(job.limits)
+    if caps.cgroup is None:
+        return _execute_in(job, workspace, uid, caps, None)
+    from train.env.cgroup import NodeCgroup
+
+    # pids.max: the node's processes and threads, plus bwrap's and the launcher's own
+    group = NodeCgroup.create(Path(caps.cgroup), int(job.limits.mem_gi * 2**30), job.limits.nproc + CGROUP_OWN_PIDS)
+    try:
+        result = _execute_in(job, workspace, uid, caps, group)
+    finally:
+        counted = group.finish()  # raises (this node's infra record) if the group stays
+    return _counted(result, counted)
+
+
+CGROUP_OWN_PIDS = 4
+
+
+def _counted(result: ExecResult, counted) -> ExecResult:
+    """The node's result with what its cgroup counted: an OOM kill at memory.max is a
+    memory_limit (as the meter's verdict), and memory.peak a floor under the meter's peak."""
+    if counted.oom_kills and result.outcome == vocab.EXITED:
+        result.outcome = vocab.MEMORY_LIMIT
+        result.exc_type = vocab.VERDICTS[vocab.MEMORY_LIMIT].exc_type
+        result.term_tail += f"\nsandbox: the kernel killed {counted.oom_kills} process(es) at the node's memory.max"
+    if counted.peak_bytes is not None:
+        result.mem_peak_gi = round(max(result.mem_peak_gi or 0.0, counted.peak_bytes / 2**30), 4)
+    for line in counted.warnings:
+        result.term_tail += f"\nsandbox: {line}"
+    return result
+
+
+def _execute_in(job: SandboxJob, workspace: Path, uid: int | None, caps: Capabilities, group) -> ExecResult:
     limits = job.limits
-    caps = _caps(limits)
     output = workspace.parent / "output.log"
     config = workspace.parent / "launch.json"
     status_read, status_write = os.pipe() if caps.bwrap else (None, None)
@@ -404,6 +474,8 @@ def _execute(job: SandboxJob, workspace: Path, uid: int | None) -> ExecResult:
     config.touch(mode=0o600)
     config.write_text(json.dumps(_launch_config(job, workspace, uid, caps, status_write)))
     argv = _argv(job, workspace, config, caps)
+    if group is not None:  # born in the node's group: the launcher joins it, then execs bwrap or itself
+        argv = [sys.executable, str(LAUNCHER), "--cgroup", str(group.procs), "--", *argv]
     try:
         with open(os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as out:
             try:

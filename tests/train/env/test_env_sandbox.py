@@ -442,13 +442,14 @@ def test_whether_a_cgroup_v2_group_is_delegated_is_read_from_the_mounts_and_our_
 
 
 def test_where_nodes_get_no_cgroup_it_is_said_once_why():
-    """This machine's own answer, whatever it is, is among the capability warnings, once."""
+    """This machine's own answer, whatever it is: why not, among the capability warnings once;
+    or where nodes get their groups, which is no warning."""
     from train.env.sandbox import cgroup_delegation, cgroup_memory
 
     directory, why = cgroup_delegation()
     line = cgroup_memory()
     assert line == why if directory is None else str(directory) in line
-    assert sum(line in w for w in capabilities().warnings) == 1
+    assert sum(line in w for w in capabilities().warnings) == (1 if directory is None else 0)
 
 
 def test_a_node_in_the_fallback_cannot_read_another_nodes_workspace_or_output(limits):
