@@ -200,10 +200,10 @@ def check_settings(settings: Settings, opts: RunOptions, ranks: int = 1) -> None
         value = getattr(knobs, key)
         if value is None or not ok(value):
             raise TerminalError(f"{setting_label(settings, key, value)}: {needs}")
-    if opts.backend == "vllm" and ranks > 1:  # as train.generate.choice refuses it, before the ranks start
-        raise TerminalError(f"--backend vllm with --nproc {ranks}: vLLM cannot start inside a multi-rank torchrun "
-                            "run. Use --backend hf with several ranks, or one process with --backend vllm "
-                            "--set tensor_parallel_size=N for generation over N GPUs.")
+    if opts.backend == "vllm" and ranks > 1:  # train.generate.choice's refusal, before the ranks start
+        from train.generate.choice import vllm_with_ranks
+
+        raise vllm_with_ranks(f"--nproc {ranks}")
     if opts.learn and knobs.policy_offload != "off" and opts.backend != "auto" and not own_weights(opts.backend):
         raise TerminalError(f"{setting_label(settings, 'policy_offload', knobs.policy_offload)}: the {opts.backend} "
                             "backend generates with the policy's own weights; use --backend vllm or policy_offload=off")

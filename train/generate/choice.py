@@ -38,9 +38,7 @@ def choose_backend(requested: str, device: str, ranks: int = 1) -> BackendChoice
     vllm = installed_version()
     if requested == "vllm":
         if ranks > 1:
-            raise TerminalError(f"--backend vllm with {ranks} ranks: vLLM cannot start inside a multi-rank "
-                                "torchrun run. Use --backend hf with several ranks, or one process with "
-                                "--backend vllm --set tensor_parallel_size=N for generation over N GPUs.")
+            raise vllm_with_ranks(f"{ranks} ranks")
         return BackendChoice("vllm", vllm, "--backend vllm")
     if requested == "hf":
         return BackendChoice("hf", _transformers_version(), "--backend hf")
@@ -52,6 +50,13 @@ def choose_backend(requested: str, device: str, ranks: int = 1) -> BackendChoice
         return BackendChoice("hf", _transformers_version(),
                              "auto: vLLM is not installed (pip install 'rollout-warehouse[vllm]' to generate with it)")
     return BackendChoice("vllm", vllm, "auto: vLLM is installed and the policy is on a CUDA device")
+
+
+def vllm_with_ranks(ranks: str) -> TerminalError:
+    """The refusal of `--backend vllm` in a run of several ranks (`ranks`: how the run names them)."""
+    return TerminalError(f"--backend vllm with {ranks}: vLLM cannot start inside a multi-rank torchrun run. "
+                         "Use --backend hf with several ranks, or one process with --backend vllm "
+                         "--set tensor_parallel_size=N for generation over N GPUs.")
 
 
 def backend_class(name: str) -> type:
