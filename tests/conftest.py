@@ -23,6 +23,34 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path not in slow_files)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Where the time went by test file (a file runs whole on one pytest-xdist worker, so the
+    files are what the workers balance) and, under xdist, per worker: its tests' seconds and
+    when its last test ended, from the run's first test start. The --durations list names tests."""
+    from collections import Counter, defaultdict
+
+    files, busy, ends = Counter(), Counter(), defaultdict(float)
+    starts = []
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if not isinstance(rep, pytest.TestReport):
+                continue
+            files[rep.nodeid.split("::")[0]] += rep.duration
+            starts.append(rep.start)
+            worker = getattr(getattr(rep, "node", None), "gateway", None)
+            if worker is not None:
+                busy[worker.id] += rep.duration
+                ends[worker.id] = max(ends[worker.id], rep.stop)
+    if not files:
+        return
+    terminalreporter.section("slowest 15 test files")
+    for path, seconds in files.most_common(15):
+        terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
+    for worker in sorted(busy):
+        terminalreporter.write_line(f"worker {worker}: {busy[worker]:.0f} s of tests, its last ended "
+                                    f"{ends[worker] - min(starts):.0f} s after the first began")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_tiny_policy(tmp_path_factory):
     """One tiny-policy cache for the whole run ($TRAIN_TINY_POLICY_DIR, train.tiny.policy.TINY_DIR_ENV):
