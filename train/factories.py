@@ -71,7 +71,8 @@ def make_writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes:
     resumed = {"run": resume.run_id, "step": resume.step} if resume else None
     row = RunRow(run_id=run_id, arm=arm.name, question_id=arm.question_id, model=opts.model,
                  seed=opts.seed, overrides=overrides, notes=notes, resumed_from=resumed)
-    return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root, log=log)
+    return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root,
+                       lock_wait_s=opts.lock_wait_s, log=log)
 
 
 def prepare_model(opts: RunOptions, team, log) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from train.learn.checkpoint import KEEP_STEPS, default_root
+from train.writer import LOCK_WAIT_S
 from warehouse.options import db_option, tasks_root_option
 
 
@@ -32,6 +33,10 @@ from warehouse.options import db_option, tasks_root_option
 @click.option("--spool-root", type=click.Path(file_okay=False), default=None,
               help="Where a round goes when the warehouse stays locked (default: ./spool_<run>). A run "
                    "that spooled a round exits 3 with the command that loads the spool.")
+@click.option("--lock-wait", "lock_wait", type=click.FloatRange(min=0), default=LOCK_WAIT_S, show_default=True,
+              metavar="SECONDS",
+              help="How long the run's row and each round wait for another process's lock on the warehouse "
+                   "file (on DuckLake: retry a commit that lost to another writer's) before the round is spooled.")
 @click.option("--learn/--no-learn", default=True, show_default=True,
               help="Run the GRPO step after each round (--no-learn: rollouts only).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
@@ -67,7 +72,7 @@ from warehouse.options import db_option, tasks_root_option
                    "every file on this machine but the tasks root. Without bubblewrap train run refuses.")
 @click.pass_context
 def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from, tasks, tasks_root, seed, db, device,
-                backend, export_root, spool_root, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
+                backend, export_root, spool_root, lock_wait, learn, checkpoint_dir, checkpoint_every, health_gate, decision_steps,
                 sets, exec_workers, exec_gpus, run_id, nproc, quiet, unsafe_no_sandbox) -> None:
     """Run tree-search GRPO rounds and write every node, group, summary and run row to the warehouse.
 
@@ -87,7 +92,7 @@ def run_command(ctx: click.Context, arm, model, rounds, first_round, resume_from
     opts = RunOptions(arm=arm, model=model, rounds=rounds, first_round=first_round, resume_from=resume_from,
                       tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), tasks_root=tasks_root,
                       seed=seed, db_url=resolve_db_url(db), device=device, backend=backend,
-                      export_root=export_root, spool_root=spool_root, learn=learn,
+                      export_root=export_root, spool_root=spool_root, lock_wait_s=lock_wait, learn=learn,
                       checkpoint_root=checkpoint_dir or str(default_root()),  # read when run: tests move the home
                       checkpoint_every=checkpoint_every, health_gate=health_gate,
                       decision_steps=parse_steps(decision_steps), sets=parse_sets(sets),

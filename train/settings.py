@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from warehouse.arms import Arm, get_arm
+from train.writer import LOCK_WAIT_S
 from warehouse.errors import TerminalError
 
 TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
@@ -38,6 +39,7 @@ class RunOptions:
     backend: str = "auto"  # auto | hf | vllm (train.generate.choice)
     export_root: str | None = None
     spool_root: str | None = None
+    lock_wait_s: float = LOCK_WAIT_S  # the run row's and each round's wait for another process's lock, then the spool
     learn: bool = True
     checkpoint_root: str | None = None  # save the adapter + optimizer after each step
     checkpoint_every: int = 1  # steps between checkpoints (train.learn.checkpoint)

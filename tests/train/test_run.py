@@ -286,3 +286,37 @@ def test_vllm_engine_settings_follow_the_knobs():
     assert vllm_settings(Knobs(vllm_weight_sync="lora", vllm_sleep="off"), "cuda") == ("lora", False)
     with pytest.raises(TerminalError, match="vllm_sleep=maybe"):
         vllm_settings(Knobs(vllm_sleep="maybe"), "cuda")
+
+
+@pytest.mark.parametrize("flag, wait_s", [([], 60.0), (["--lock-wait", "2.5"], 2.5)])
+def test_cli_run_lock_wait_is_the_wait_of_the_run_row_and_each_rounds_commit(db_url, model_dir, monkeypatch,
+                                                                             flag, wait_s):
+    import train.run
+    import train.writer
+    from train.cli import main
+
+    waits = []
+
+    def spy(name):  # claim_run(url, run, wait) and commit_round(url, run, round, wait, claim=...)
+        real = getattr(train.writer, name)
+
+        def call(url, run, *rest, **kwargs):
+            waits.append((name, rest[-1]))
+            return real(url, run, *rest, **kwargs)
+        return call
+
+    for name in ("claim_run", "commit_round"):
+        monkeypatch.setattr(train.writer, name, spy(name))
+    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    result = CliRunner().invoke(main, ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db",
+                                       db_url.removeprefix("duckdb:///"), "--no-learn", "--set",
+                                       "siblings_per_expansion=2", "--run-id", "r1", *flag])
+    assert result.exit_code == 0, result.output
+    assert waits == [("claim_run", wait_s), ("commit_round", wait_s)]
+
+
+def test_cli_run_refuses_a_negative_lock_wait_in_one_line():
+    from train.cli import main
+
+    result = CliRunner().invoke(main, ["run", "--lock-wait", "-1"])
+    assert result.exit_code == 2 and "--lock-wait" in result.output

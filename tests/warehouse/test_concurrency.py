@@ -7,8 +7,11 @@ warehouse while a reader holds a connection open and queries every view in a loo
   .ci/stage_ducklake.sh): nobody waits on a lock. No writer spools or fails, every round and
   every file lands exactly once, the reader never fails a query, and the gate passes.
 * The file: the reader's open connection shuts every writer out. The ingests wait 30 s and
-  fail with "locked", the trainers wait 60 s per round and spool it. After the reader
-  closes, ingesting the spools and running the ingests again lands everything exactly once.
+  fail with "locked", the trainers wait for the lock (`--lock-wait`, 5 s here: the reader
+  holds the file until every writer has ended, so any wait ends the same way, and the default
+  60 s at the run row and again at the round made this the suite's longest test) and spool
+  the round. After the reader closes, ingesting the spools and running the ingests again
+  lands everything exactly once.
 """
 from __future__ import annotations
 
@@ -121,14 +124,16 @@ def _start_reader(url: str, tmp_path: Path, env: dict):
     return proc, stop, out
 
 
-def _start_writers(url: str, roots: dict, tmp_path: Path, env: dict, rounds: int) -> dict:
+def _start_writers(url: str, roots: dict, tmp_path: Path, env: dict, rounds: int, lock_wait_s: float | None = None) -> dict:
+    """`lock_wait_s`: the trainers' --lock-wait (None: train run's default)."""
+    wait = ["--lock-wait", str(lock_wait_s)] if lock_wait_s is not None else []
     procs = {}
     for i in range(TRAINERS):
         run_id = f"conc_{i}"  # distinct ids: runs started in one second would share one today
         procs[run_id] = subprocess.Popen(
             [str(BIN / "train"), "run", "--model", "tiny", "--rounds", str(rounds), "--tasks", TASK,
              "--no-learn", "--set", "siblings_per_expansion=2", "--exec-workers", "1", "--device", "cpu",
-             "--run-id", run_id, "--db", url, "--spool-root", str(tmp_path / "spool" / run_id)],
+             "--run-id", run_id, "--db", url, "--spool-root", str(tmp_path / "spool" / run_id), *wait],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for name, root in roots.items():
         procs[name] = subprocess.Popen([str(BIN / "warehouse"), "--db", url, "ingest", str(root)], env=env,
@@ -206,7 +211,7 @@ def test_the_file_shuts_writers_out_while_a_reader_holds_it_and_loses_nothing(ro
     url = resolve_db_url(tmp_path / "wh.duckdb")
     assert _warehouse(url, "init").returncode == 0
     reader, stop, out = _start_reader(url, tmp_path, tiny_policy_env)
-    results = _finish(_start_writers(url, roots, tmp_path, tiny_policy_env, rounds=1))
+    results = _finish(_start_writers(url, roots, tmp_path, tiny_policy_env, rounds=1, lock_wait_s=5))
     stop.touch()
     reader.wait(timeout=300)
     assert json.loads(out.read_text())["errors"] == []  # the reader itself is never disturbed
