@@ -36,19 +36,19 @@ def pytest_terminal_summary(terminalreporter):
             if not isinstance(rep, pytest.TestReport):
                 continue
             files[rep.nodeid.split("::")[0]] += rep.duration
-            starts.append(rep.start)
+            starts.append(getattr(rep, "start", 0.0))  # a report's start and stop: pytest 8.2 on
             worker = getattr(getattr(rep, "node", None), "gateway", None)
             if worker is not None:
                 busy[worker.id] += rep.duration
-                ends[worker.id] = max(ends[worker.id], rep.stop)
+                ends[worker.id] = max(ends[worker.id], getattr(rep, "stop", 0.0))
     if not files:
         return
     terminalreporter.section("slowest 15 test files")
     for path, seconds in files.most_common(15):
         terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
     for worker in sorted(busy):
-        terminalreporter.write_line(f"worker {worker}: {busy[worker]:.0f} s of tests, its last ended "
-                                    f"{ends[worker] - min(starts):.0f} s after the first began")
+        ended = f", its last ended {ends[worker] - min(starts):.0f} s after the first began" if min(starts) else ""
+        terminalreporter.write_line(f"worker {worker}: {busy[worker]:.0f} s of tests{ended}")
 
 
 @pytest.fixture(scope="session", autouse=True)
