@@ -12,8 +12,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from warehouse.arms import Arm, get_arm
 from train.writer import LOCK_WAIT_S
+from warehouse.arms import Arm, get_arm
 from warehouse.errors import TerminalError
 
 TINY_RESPONSE_CAP = 256  # the tiny policy's scripts are ~60-120 tokens
