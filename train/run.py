@@ -27,7 +27,7 @@ from train.device_errors import GuardedTimer
 from train.generate.choice import choose_backend
 from train.factories import (deal_over_ranks, initial_trees, load_run_policy, make_backend,
                              make_writer, prepare_model, resume_point, round_context)
-from train.learner import make_learner, record_round, resumed_update_base, round_samples
+from train.learn.learner import make_learner, record_round, resumed_update_base, round_samples
 from train.progress import step_line
 from train.run_state import checkpoint_settings
 from train.settings import RunOptions, resolve_settings, resolve_tasks

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
 from train.generate.base import Capabilities, completion_from_tokens, plan_prompts
-from train.learner import step_config
+from train.learn.learner import step_config
 from train.run import run
 from train.settings import RunOptions, coerce, parse_sets, resolve_settings
 from warehouse.errors import TerminalError
@@ -237,7 +237,7 @@ def train_run_learner_resume():
     from types import SimpleNamespace
 
     from train.learn.checkpoint import ResumePoint
-    from train.learner import make_learner
+    from train.learn.learner import make_learner
     from warehouse.arms import get_arm
 
     policy = SimpleNamespace(model=__import__("torch").nn.Linear(2, 2))

@@ -129,7 +129,7 @@ def test_a_diverged_steps_nan_lands_as_null_and_the_node_stays(db_url):
     from types import SimpleNamespace
 
     from train.learn.step import TokenRecord
-    from train.learner import record_round
+    from train.learn.learner import record_round
     from train.writer import RoundWrite, RunRow, commit_round
     from warehouse.db import connect
 

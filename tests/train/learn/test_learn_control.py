@@ -12,7 +12,7 @@ from train.learn.control import Band, KLControl, LRSchedule, StabilityStopError
 from train.learn.loss import LossConfig
 from train.learn.step import StepConfig
 from train.learn.timing import PhaseTimer
-from train.learner import Learner
+from train.learn.learner import Learner
 from train.run import run
 from train.settings import RunOptions, resolve_settings
 from warehouse.db import connect

@@ -92,7 +92,7 @@ def test_a_resumed_run_keeps_layers_from_the_peak_its_lineage_measured(db_url, m
 
 
 def test_settings_are_validated_and_recorded(tmp_path):
-    from train.learner import variant_setting
+    from train.learn.learner import variant_setting
     from train.settings import Knobs, RunOptions, resolve_settings
 
     _, knobs, overrides = resolve_settings(RunOptions(sets={"keep_layers": "4", "compile_norms": "off"}))
@@ -210,7 +210,7 @@ def test_compiled_norms_in_the_update_beside_the_generators_captured_decode_on_g
     from train.learn.lora import make_optimizer
     from train.policy.lora import add_lora
     from train.learn.step import Sample
-    from train.learner import Learner, prepare_update
+    from train.learn.learner import Learner, prepare_update
     from train.settings import Knobs
 
     policy = add_lora(copy.deepcopy(tiny_model).to("cuda"), rank=8, alpha=16, init=False)
