@@ -75,7 +75,7 @@ def test_a_resumed_run_keeps_layers_from_the_peak_its_lineage_measured(db_url, m
     from train.learn import variant
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     train.run.run(_opts(db_url, model_dir, tmp_path, "r_measured", 1), log=lambda line: None)
     measured = {"update_keep_layers": 0, "update_peak_gib": 14.0, "largest_micro_batch": 18000}  # as on a GPU
     with connect(db_url) as con:
@@ -177,7 +177,7 @@ def test_train_run_records_the_variant_in_step_metrics(db_url, model_dir, monkey
     import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     run_opts = _opts(db_url, model_dir, tmp_path, "r_variant", 2)
     train.run.run(run_opts, log=lambda line: None)
     set_opts = _opts(db_url, model_dir, tmp_path, "r_kept", 1)
