@@ -91,7 +91,6 @@ def model_dir(tmp_path, tiny_model, tiny_tokenizer):
 
 
 def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_url, model_dir, monkeypatch):
-
     backends = []
     monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: backends.append(CannedBackend(policy.tokenizer)) or backends[-1])
     opts = RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, seed=0,

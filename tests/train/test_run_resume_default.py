@@ -28,7 +28,6 @@ def _steps(db_url: str, run_id: str) -> dict[int, tuple]:
 
 @pytest.fixture
 def canned(monkeypatch):
-
     monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
 
 

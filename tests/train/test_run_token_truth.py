@@ -113,7 +113,6 @@ def test_an_engine_serving_other_weights_fails_the_gate_at_step_1(db_url, model_
 
 
 def test_limits_set_for_the_run_let_the_planted_run_through(db_url, model_dir, tmp_path, monkeypatch):
-
     monkeypatch.setattr("train.factories.make_backend", other_weights)
     result = train_run(db_url, model_dir, tmp_path, "--rounds", "1", "--run-id", "loose",
                        "--set", "mismatch_max=1e9", "--set", "mismatch_share_gt1_max=1")

@@ -97,7 +97,6 @@ def test_the_schedule_and_kl_control_are_settable_and_recorded_on_the_run_row():
 
 
 def test_a_run_whose_step_leaves_the_band_stops_after_its_round_is_written(db_url, model_dir, monkeypatch, tmp_path):
-
     monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     opts = RunOptions(model=str(model_dir), rounds=3, tasks=("mini-tabular-accuracy",), db_url=db_url, learn=True,
                       health_gate=False, run_id="r_band",
