@@ -7,7 +7,7 @@ bench_random_weights=true`), vLLM starts on its dummy weights and gets the train
 round 1. Two parts, each resumable across device calls (`--continue`), raw results written
 under `--out` as they come:
 
-- `update`: the GRPO step (`train.learner.make_learner`, as `train run` makes it) at each of
+- `update`: the GRPO step (`train.learn.learner.make_learner`, as `train run` makes it) at each of
   `--caps` (36,864 = hr24k_u6's total cap, 45,056 = hr32k's), `--steps` consecutive steps each,
   every step with one row at the cap (prompt = the arm's prompt cap, response = the rest) and a
   short sibling with another reward; each step's phases, its peak (`max_memory_allocated`) and
@@ -83,7 +83,7 @@ def run_update(args, out: Path) -> None:
 
     from train.fit import GIB, Plan, estimate
     from train.learn.timing import PhaseTimer
-    from train.learner import make_learner
+    from train.learn.learner import make_learner
     from train.policy.loader import load_policy
     from train.settings import Knobs, RunOptions
 

@@ -12,7 +12,7 @@ two answers of 256-2,048 each, so 512-4,096 tokens a side (uniform, seeded; `--p
 q/k/v/o/gate/up/down plus the head, gradient checkpointing (both), bf16 compute.
 
 - `ours`: `train.rm.run.train_member` (the loop `train rm` runs: each pair packed in one row
-  as [prompt | chosen answer | rejected answer], train/rm/attention.py, consecutive pairs
+  as [prompt | chosen answer | rejected answer], train/rm/pair_attention.py, consecutive pairs
   sharing a row up to `pack_tokens`), then the soup:
   `soup_accumulate_export` of the trained member (merge LoRA, fold into the float32 running
   mean on the GPU, export the bf16 full model to disk), timed twice (first and second member).

@@ -12,7 +12,7 @@ full total cap"), loss on every token.
          inside the second GEMM, train.learn.lora.fuse_lora), `normc` (compiled RMSNorms),
          `compile` (compiled MLPs and attention projections). `fused`, `normc` and `compile`
          patch the model for the rest of the process: list them last, after any plain run.
-         `loop`: the update exactly as `train run` runs it (train.learner.prepare_update and
+         `loop`: the update exactly as `train run` runs it (train.learn.learner.prepare_update and
          Learner.step with the default knobs): its first step keeps no layer and measures its
          peak, later steps keep what the device's free memory fits, norms compiled during the
          update; the row says the variant chosen. List it first or alone; it needs --warmup >= 1.
@@ -117,7 +117,7 @@ def _attention_backend(variant: str):
 
 
 def _prepare(policy, mode: str, variant: str) -> None:
-    from train.learn.attention import set_native_gqa
+    from train.learn.packed_attention import set_native_gqa
     from train.learn.lora import prepare_for_training
 
     keep = int(variant.split("keep")[1].split("-")[0]) if "keep" in variant else 0
@@ -260,14 +260,14 @@ LOOP_KEYS = ("update_variant", "update_keep_layers", "update_free_gib", "update_
 
 
 def loop_stepper(policy, optimizer, tokens: int):
-    """A step function over train run's own learner: train.learner.prepare_update (selective
+    """A step function over train run's own learner: train.learn.learner.prepare_update (selective
     checkpointing, fused LoRA, the variant chooser with the default knobs) and Learner.step."""
     from types import SimpleNamespace
 
-    from train.learn.attention import set_native_gqa
+    from train.learn.packed_attention import set_native_gqa
     from train.learn.step import StepConfig
     from train.learn.timing import PhaseTimer
-    from train.learner import Learner, prepare_update
+    from train.learn.learner import Learner, prepare_update
     from train.settings import Knobs
 
     set_native_gqa(True)  # the loop's default (an earlier variant may have turned it off)

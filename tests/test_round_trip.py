@@ -114,12 +114,11 @@ def _tables(url: str) -> dict:
 @pytest.mark.parametrize("backend", ["file", "sqlite", "postgres"])
 def test_train_run_and_train_rm_exported_and_restored_give_back_every_table(
         backend, tmp_path, monkeypatch, policy_dir, rm_base, eval_rows):
-    import train.run
     from train.cli import main as train_main
     from warehouse.cli import main as warehouse_main
 
     trained, restored = _urls(backend, tmp_path)
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     runner = CliRunner()
     # --no-health-gate: the round trip is this test's subject, and every round's rows are written
     # whatever its nodes did (both canned nodes can fail, and the gate would then stop the run)

@@ -93,6 +93,19 @@ class Team:
                 self.share(Stop(exit_status(exc)))
             raise
 
+    def generation_done(self) -> None:
+        """Rank 0 has generated the round: the other ranks leave :meth:`serve_generation`."""
+        from train.generate.ranks import end_generation
+
+        end_generation(self)
+
+    def serve_generation(self, backend) -> None:
+        """A rank other than 0 during `gen`: generate its share of each of rank 0's generation
+        calls on `backend` until rank 0 has generated the round (train.generate.ranks)."""
+        from train.generate.ranks import serve_generation
+
+        serve_generation(self, backend)
+
     def finish(self) -> None:
         """The last share point: rank 0 is done (a rank that is not leaves with STOP)."""
         if self.size > 1:

@@ -1,10 +1,18 @@
-"""The pieces `train run`'s loop is made of, each built from the run's settings: the policy and
-its generation backend, the round context (sampling, search, executor, limits), the search
-trees (empty, or a resumed lineage's), the warehouse writer. Heavy imports stay inside the
-functions, so importing the loop stays light.
+"""The pieces `train run`'s loop is made of, each built from the run's settings, and
+:func:`set_up`, which builds them all before round 1 (:class:`Pieces`): the settings checked,
+the tasks, the run row claimed, the policy, its learner (train.learn.learner) and generation
+backend, the round context (sampling, search, executor, limits), the search trees (empty, or a
+resumed lineage's). The pieces also carry what the loop asks of them between its phases: the
+round's timer, the engine's sleep, `update_weights`, whether a checkpoint is due, the step's
+row, the gates once a round is written. Heavy imports stay inside the functions, so importing
+the loop stays light.
 """
 from __future__ import annotations
 
+import dataclasses
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from warehouse.arms import Arm
@@ -13,10 +21,220 @@ from warehouse.errors import TerminalError
 from train.settings import Knobs, RunOptions, check_choice, resolve_settings
 
 if TYPE_CHECKING:
+    from train.device_errors import GuardedTimer
     from train.learn.checkpoint import ResumePoint
+    from train.learn.learner import Learner
     from train.policy.loader import Policy
+    from train.policy.offload import BaseOffload
     from train.rollout.round import RoundContext
     from train.writer import RoundWriter
+
+
+@dataclass
+class Pieces:
+    """One rank's pieces of the run, built by :func:`set_up`. Rank 0 (the one process) has them
+    all; another rank has no trees, writer or round context: it generates its shares of rank
+    0's calls and joins each step."""
+
+    opts: RunOptions
+    arm: Arm
+    tasks: dict  # name -> Task
+    run_id: str
+    backend: object  # train.generate: the policy's (under several ranks, rank 0's deals each call)
+    learner: Learner | None  # None: --no-learn
+    trees: dict | None = None  # task -> TaskTree, the search so far (rank 0)
+    writer: RoundWriter | None = None  # the run's warehouse writes (rank 0)
+    ctx: RoundContext | None = None  # what a round is run with (rank 0)
+    generator: Policy | None = None  # the policy the backend samples from (a copy under FSDP)
+    offload: BaseOffload | None = None  # --set policy_offload=host
+    first_round: int = 1
+    version: int = 0  # the global step of the weights the generator samples from at the first round
+    monitor: object = None  # train.progress.LiveProgress, or None
+
+    @property
+    def watch(self):
+        """The monitor the loop tells of each round and step: the live one, else one that draws nothing."""
+        from train.progress import Unwatched
+
+        return self.monitor if self.monitor is not None else Unwatched()
+
+    @property
+    def rounds(self) -> range:
+        return range(self.first_round, self.first_round + self.opts.rounds)
+
+    def timer(self, round_no: int) -> GuardedTimer:
+        """The round's phase timer (its device errors are one line naming the phase)."""
+        from train.device_errors import GuardedTimer
+
+        return GuardedTimer(self.arm, round_no, watch=self.monitor)
+
+    def sleep_engine(self) -> None:
+        """After `gen` when learning: the engine frees its GPU memory for the step (vLLM's sleep mode)."""
+        if self.learner is not None and self.backend.capabilities.sleep:
+            self.backend.sleep()
+
+    def base_to_device(self, log) -> None:
+        """Before the step, with --set policy_offload=host: the base weights come back on the device."""
+        if self.offload is not None:
+            moved, seconds = timed(self.offload.restore)
+            log(f"  policy offload: {moved / 2**30:.1f} GiB of base weights back on the device in {seconds:.1f} s")
+
+    def update_weights(self, round_no: int, team, log) -> None:
+        """`update_weights`: the generator samples from the weights of step `round_no` (train.weight_sync)."""
+        from train.weight_sync import update_weights
+
+        if self.offload is not None:  # the merged sync reads the base from the host copy
+            freed, seconds = timed(self.offload.offload)
+            log(f"  policy offload: {freed / 2**30:.1f} GiB of base weights off the device in {seconds:.1f} s")
+        update_weights(self.backend, self.learner, self.opts, self.run_id, round_no, team, self.generator, log)
+
+    def checkpoint_due(self, round_no: int) -> bool:
+        return bool(self.opts.checkpoint_root) and round_no % max(self.opts.checkpoint_every, 1) == 0
+
+    def step_row(self, timer: GuardedTimer, round_no: int, metrics: dict, log) -> dict:
+        """The step's timing row (the `steps` table), its one line logged."""
+        from train.progress import step_line
+
+        step = timer.row(round_no)
+        log(step_line(round_no, metrics, step.get("total_s") if step else None))
+        return step
+
+    def after_write(self, round_no: int, metrics: dict, where: str, log) -> None:
+        """Once the round and its step are written: the gates that read them from the warehouse
+        (the health gate after the run's first step, the decision rule at --decision-steps),
+        then the KL / entropy band (train.learn.control)."""
+        from train.learn.session import after_commit
+
+        if where == "db":
+            after_commit(self.opts.db_url, self.run_id, round_no,
+                         health_gate=self.opts.health_gate and round_no == self.first_round,
+                         decision_steps=self.opts.decision_steps, log=log)
+        self.learner.check_band(round_no, metrics)
+
+
+def run_life(opts: RunOptions, team, log):
+    """The run's life in the warehouse (train.run_state.recording: started, a heartbeat, ended),
+    recorded by rank 0 alone."""
+    from train.run_state import recording
+
+    return recording(opts.db_url if team.main else None, "train run", log)
+
+
+def set_up(opts: RunOptions, team, life, log, monitor=None) -> Pieces:
+    """Everything before round 1, on every rank (train.distributed's `team`): the settings checked
+    (before anything loads), the run row claimed and its life started (`life`,
+    train.run_state.RunLife), the model's fit checked, the policy and its learner, then the
+    generation backend; a backend with weights of its own gets the resumed ones."""
+    from train.generate.choice import choose_backend
+    from train.run_state import checkpoint_settings
+    from train.settings import resolve_tasks
+
+    choice = choose_backend(opts.backend, opts.device, team.size)
+    opts = dataclasses.replace(opts, backend=choice.name)
+    arm, knobs, overrides = resolve_settings(opts)  # with the chosen backend: checks what needs it
+    overrides = {**overrides, **choice.recorded(), **checkpoint_settings(opts)}
+    tasks, overrides, notes = resolve_tasks(arm, opts, overrides, log)
+    resume = resume_point(opts)
+    with team.alone():
+        run_id = opts.run_id or new_run_id(arm.name)
+        trees, base, writer = _rank_0_pieces(opts, arm, tasks, run_id, overrides, notes, resume, team, life, log)
+        log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
+        log(f"Generation: {choice.name} {choice.version or ''} ({choice.reason})")
+        prepare_model(opts, team, log)
+    run_id, base = team.share((run_id, base))
+    if team.main:  # before loading: a phase that cannot fit stops the run here, in one line
+        fit_check(opts, arm, knobs, choice.name, len(tasks), log)
+    generator, learner, offload = _load(opts, arm, knobs, overrides, resume, base, team, log)
+    if writer is not None:  # the token view decodes the run's tokens with this directory's tokenizer
+        writer.run.overrides = {**writer.run.overrides, "model_dir": str(generator.path.resolve())}
+    first = opts.first_round or (resume.step + 1 if resume else 1)
+    pieces = Pieces(opts, arm, tasks, run_id, None, learner, trees=trees, writer=writer, generator=generator,
+                    offload=offload, first_round=first, monitor=monitor,
+                    # the resumed adapter's step, else the base's
+                    version=resume.step if learner is not None and resume is not None else 0)
+    progress = None if opts.quiet or monitor is not None else log
+    with team.alone():
+        pieces.backend = deal_over_ranks(make_backend(opts, arm, knobs, pieces.generator), team, progress)
+        pieces.ctx = round_context(opts, arm, knobs, tasks, pieces.backend, run_id, log, progress, monitor) \
+            if team.main else None
+    if learner is not None and (resume is not None or knobs.bench_random_weights) \
+            and pieces.backend.capabilities.own_weights:
+        from train.weight_sync import update_weights
+
+        # the backend loaded the base model (or dummy weights): it must sample from the policy's
+        update_weights(pieces.backend, learner, opts, run_id, first - 1, team, generator, log)
+    return pieces
+
+
+def _rank_0_pieces(opts: RunOptions, arm: Arm, tasks: dict, run_id: str, overrides: dict, notes: str,
+                   resume: ResumePoint | None, team, life, log) -> tuple:
+    """(trees, the resumed update's base, writer) on rank 0, the run row claimed; Nones elsewhere."""
+    if not team.main:
+        return None, None, None
+    from train.learn.learner import resumed_update_base
+
+    trees = initial_trees(opts, tasks, resume)  # before the model: a bad resume point fails fast
+    base = resumed_update_base(opts, resume)
+    writer = make_writer(opts, arm, run_id, overrides, notes, resume, log)
+    writer.claim()  # the run row, before round 1: a second run with this id stops here
+    life.start(run_id)
+    return trees, base, writer
+
+
+def _load(opts: RunOptions, arm: Arm, knobs: Knobs, overrides: dict, resume: ResumePoint | None, base, team,
+          log) -> tuple:
+    """(the policy the backend samples from, its learner, the base weights' offload): the policy
+    loaded, its generation copy under FSDP, the learner made (and sharded) from it."""
+    from train.learn.learner import make_learner
+    from train.weight_sync import generation_copy, sync_generator
+
+    policy = load_run_policy(opts, arm, log)
+    generator = generation_copy(policy, opts) if team.sharded and opts.learn else policy
+    learner = make_learner(policy, arm, overrides, opts, resume, team, knobs, base) if opts.learn else None
+    if learner is not None and team.sharded:
+        sync_generator(generator, learner, team)
+    return generator, learner, base_offload(knobs, opts, learner, log)  # before the engine sizes its memory
+
+
+def new_run_id(arm: str, now: datetime | None = None) -> str:
+    """`<UTC time to the microsecond>_<6 random hex digits>_<arm>`, e.g.
+    `20261201_021530_123456_3f9a0c_hr24k_u6`: sorts by start time, and runs started in the
+    same microsecond (a seed sweep launched from a script) still differ. The warehouse claim
+    (train.writer) refuses any id already there."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%d_%H%M%S_%f}_{secrets.token_hex(3)}_{arm}"
+
+
+def fit_check(opts: RunOptions, arm, knobs, backend: str, tasks: int, log):
+    """train.fit's estimate of each phase's peak for this model, arm and device."""
+    from train.fit import check_fit
+    from train.tiny.policy import resolve_model_path
+
+    if opts.device == "cpu" and not knobs.device_memory_gib:
+        return None
+    rows = arm.siblings_per_expansion * arm.expansions_per_round * tasks
+    return check_fit(resolve_model_path(opts.model, opts.tiny_cache, log=log), arm, knobs, opts, backend, rows, log)
+
+
+def timed(fn):
+    """(fn(), seconds it took)."""
+    import time
+
+    start = time.perf_counter()
+    return fn(), time.perf_counter() - start
+
+
+def base_offload(knobs, opts: RunOptions, learner, log):
+    """`--set policy_offload=host`: the policy's frozen base weights to pinned host memory now
+    (train.policy.offload), or None. Only where the engine has weights of its own."""
+    from train.policy.offload import BaseOffload, check_offload
+
+    if check_offload(knobs.policy_offload) == "off" or learner is None:
+        return None
+    offload = BaseOffload(learner.policy.model)
+    freed = offload.offload()
+    log(f"Policy offload: {freed / 2**30:.1f} GiB of frozen base weights in host memory while the engine generates")
+    return offload
 
 
 def resume_point(opts: RunOptions) -> ResumePoint | None:

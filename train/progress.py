@@ -40,6 +40,19 @@ def make_monitor(quiet: bool = False, stream=None):
     return monitor
 
 
+class Unwatched:
+    """The loop's monitor where nothing is drawn live (a log, a test, a rank other than 0)."""
+
+    def round_started(self, round_no: int, expansions: int, tasks: int) -> None:
+        pass
+
+    def step_started(self, step: int) -> None:
+        pass
+
+    def round_finished(self) -> None:
+        pass
+
+
 @dataclass
 class RoundState:
     round: int

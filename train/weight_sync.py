@@ -20,7 +20,7 @@ from warehouse.errors import TerminalError
 from train.settings import RunOptions
 
 if TYPE_CHECKING:
-    from train.learner import Learner
+    from train.learn.learner import Learner
     from train.policy.loader import Policy
 
 

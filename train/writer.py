@@ -84,6 +84,15 @@ class RoundWrite:
     step: dict | None = None  # {"step", "total_s", "phases_s"}
     metrics: dict | None = None  # {"step", "loss", "kl", ...} (train.learn.store.step_metrics_record)
 
+    @classmethod
+    def of(cls, round_no: int, result, step: dict | None = None, metrics: dict | None = None) -> "RoundWrite":
+        """A round's write from its train.rollout.round.RoundResult and, when it was learnt
+        from, its step's timing row and the step's metrics."""
+        from train.learn.store import step_metrics_record
+
+        recorded = step_metrics_record(round_no, metrics) if metrics is not None else None
+        return cls(round_no, result.records, result.summaries, step, recorded)
+
 
 class RoundWriter:
     def __init__(self, db_url: str | None, run: RunRow, export_root: str | Path | None = None,

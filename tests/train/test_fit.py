@@ -87,7 +87,7 @@ def test_train_run_refuses_before_loading_when_a_phase_cannot_fit(tmp_path, db_u
     model = tmp_path / "m27"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(shape_config("qwen3_5_27b")))
-    monkeypatch.setattr(train.run, "load_run_policy", lambda *a, **k: pytest.fail("loaded before the fit check"))
+    monkeypatch.setattr("train.factories.load_run_policy", lambda *a, **k: pytest.fail("loaded before the fit check"))
     opts = RunOptions(model=str(model), rounds=1, db_url=db_url, learn=True, health_gate=False, device="cpu",
                       sets={"device_memory_gib": "79.6"})
     with pytest.raises(TerminalError) as err:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.env.tasks import BUNDLED_ROOT
 from train.generate.base import Capabilities, completion_from_tokens, plan_prompts
-from train.learner import step_config
+from train.learn.learner import step_config
 from train.run import run
 from train.settings import RunOptions, coerce, parse_sets, resolve_settings
 from warehouse.errors import TerminalError
@@ -91,10 +91,8 @@ def model_dir(tmp_path, tiny_model, tiny_tokenizer):
 
 
 def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_url, model_dir, monkeypatch):
-    import train.run
-
     backends = []
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: backends.append(CannedBackend(policy.tokenizer)) or backends[-1])
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: backends.append(CannedBackend(policy.tokenizer)) or backends[-1])
     opts = RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, seed=0,
                       sets={"siblings_per_expansion": "2", "expansions_per_round": "2", "initial_drafts": "1",
                             "draft_prob": "1.0"}, run_id="20261129_090000_test")
@@ -144,10 +142,9 @@ def test_cli_run_on_a_missing_warehouse_is_one_line_error(tmp_path):
 
 
 def test_cli_run_writes_rounds(db_url, model_dir, monkeypatch):
-    import train.run
     from train.cli import main
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     db = db_url.removeprefix("duckdb:///")
     result = CliRunner().invoke(main, ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db", db,
                                        "--no-learn", "--set", "siblings_per_expansion=2", "--run-id", "r1"])
@@ -156,11 +153,10 @@ def test_cli_run_writes_rounds(db_url, model_dir, monkeypatch):
 
 
 def test_cli_run_id_given_twice_is_a_one_line_error_for_the_second(db_url, model_dir, monkeypatch):
-    import train.run
     from train.cli import main
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     db = db_url.removeprefix("duckdb:///")
     args = ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db", db, "--no-learn",
             "--set", "siblings_per_expansion=2", "--run-id", "r1"]
@@ -178,7 +174,7 @@ def test_run_ids_made_in_the_same_microsecond_differ_and_sort_by_time():
     from datetime import datetime, timedelta, timezone
 
     from ingest.derive import started_at
-    from train.run import new_run_id
+    from train.factories import new_run_id
 
     now = datetime(2026, 12, 1, 2, 15, 30, 123456, tzinfo=timezone.utc)
     ids = {new_run_id("hr24k_u6", now) for _ in range(50)}
@@ -190,10 +186,9 @@ def test_run_ids_made_in_the_same_microsecond_differ_and_sort_by_time():
 
 
 def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_dir, monkeypatch, tmp_path):
-    import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     said = []
     # the canned logprobs are made up: the gate's sampler-vs-trainer limits are lifted (test_run_token_truth.py)
     opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=True,
@@ -210,10 +205,9 @@ def test_learning_step_runs_after_the_round_and_its_timing_lands(db_url, model_d
 
 
 def test_resumed_run_continues_the_lineage_tree_up_to_the_resume_step(db_url, model_dir, monkeypatch):
-    import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     sets = {"siblings_per_expansion": "2", "draft_prob": "0"}
     run(RunOptions(model=str(model_dir), rounds=2, tasks=(TASK,), db_url=db_url, learn=False, sets=sets,
                    run_id="run_a"), log=lambda line: None)
@@ -237,7 +231,7 @@ def train_run_learner_resume():
     from types import SimpleNamespace
 
     from train.learn.checkpoint import ResumePoint
-    from train.learner import make_learner
+    from train.learn.learner import make_learner
     from warehouse.arms import get_arm
 
     policy = SimpleNamespace(model=__import__("torch").nn.Linear(2, 2))

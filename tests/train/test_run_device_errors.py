@@ -37,11 +37,10 @@ def test_oom_in_a_phase_is_one_error_line_and_the_round_is_not_written(db_url, m
                                                                        phase):
     import torch
 
-    import train.run
     from train.cli import main
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     _fail_in_round_two(monkeypatch, phase, torch.OutOfMemoryError(
         "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 139.81 GiB"))
     db = db_url.removeprefix("duckdb:///")

@@ -28,9 +28,7 @@ def _steps(db_url: str, run_id: str) -> dict[int, tuple]:
 
 @pytest.fixture
 def canned(monkeypatch):
-    import train.run
-
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
 
 
 def test_an_interrupted_default_run_resumes_from_its_latest_step_with_its_learning(db_url, model_dir, canned,
@@ -41,18 +39,18 @@ def test_an_interrupted_default_run_resumes_from_its_latest_step_with_its_learni
     whole = CliRunner().invoke(main, _args(db_url, model_dir, "whole", 2))
     assert whole.exit_code == 0, whole.output
 
-    generate_round = train.run.generate_round
+    run_round = train.run.run_round
 
     def ctrl_c_in_round_2(round_no, *args):
         if round_no == 2:
             raise KeyboardInterrupt
-        return generate_round(round_no, *args)
+        return run_round(round_no, *args)
 
-    monkeypatch.setattr(train.run, "generate_round", ctrl_c_in_round_2)
+    monkeypatch.setattr(train.run, "run_round", ctrl_c_in_round_2)
     stopped = CliRunner().invoke(main, _args(db_url, model_dir, "stopped", 2))
     assert stopped.exit_code == 130 and stopped.output.strip().endswith("Interrupted."), stopped.output
     assert saved_steps(default_root(), "stopped") == [1]  # no --checkpoint-dir given: the default keeps it
-    monkeypatch.setattr(train.run, "generate_round", generate_round)
+    monkeypatch.setattr(train.run, "run_round", run_round)
 
     resumed = CliRunner().invoke(main, _args(db_url, model_dir, "resumed", 1, "--resume-from", "stopped"))
     assert resumed.exit_code == 0, resumed.output

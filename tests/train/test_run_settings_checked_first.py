@@ -123,8 +123,8 @@ def test_the_auto_backend_is_checked_once_chosen_before_the_model_loads(db_url, 
         raise AssertionError("the model was loaded with a bad setting")
 
     monkeypatch.setattr(train.factories, "load_run_policy", loaded)
-    monkeypatch.setattr(train.run, "load_run_policy", loaded)
-    monkeypatch.setattr(train.run, "make_writer", loaded)
+    monkeypatch.setattr("train.factories.load_run_policy", loaded)
+    monkeypatch.setattr("train.factories.make_writer", loaded)
     opts = RunOptions(model="tiny", device="cpu", backend="auto", db_url=db_url, sets={"policy_offload": "host"})
     with pytest.raises(TerminalError, match=r"--set policy_offload=host: the hf backend"):
         train.run.run(opts, log=lambda line: None)

@@ -105,7 +105,7 @@ def test_a_run_killed_before_its_start_record_is_lost_not_imported(db_url):
 def test_train_run_records_its_life(db_url, model_dir, monkeypatch):
     import train.run
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=False, seed=0,
                       sets={"siblings_per_expansion": "2", "expansions_per_round": "1"}, run_id="life_ok")
     train.run.run(opts, log=lambda line: None)
@@ -114,7 +114,7 @@ def test_train_run_records_its_life(db_url, model_dir, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the round broke")
 
-    monkeypatch.setattr(train.run, "generate_round", broken)
+    monkeypatch.setattr(train.run, "run_round", broken)
     with pytest.raises(RuntimeError):
         train.run.run(RunOptions(**{**opts.__dict__, "run_id": "life_bad"}), log=lambda line: None)
     bad = state(db_url, "life_bad")
@@ -237,7 +237,7 @@ def test_a_launch_that_fails_before_round_1_leaves_no_run(db_url, model_dir, mon
     assert rows_of(db_url, "typo") == (0, 0)
     assert any(line.startswith("Run typo stopped before round 1 (") and "leaves no row" in line for line in lines)
     # the id is free again: the corrected launch takes it
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     train.run.run(RunOptions(**{**opts.__dict__, "model": str(model_dir),
                                 "sets": {"siblings_per_expansion": "2"}}), log=lambda line: None)
     assert rows_of(db_url, "typo") == (1, 1) and state(db_url, "typo")["state"] == "finished"

@@ -64,10 +64,9 @@ def train_run(db_url, model_dir, tmp_path, *extra):
 
 def test_every_trained_token_has_the_trainers_logprob_and_every_node_its_weights(
         db_url, model_dir, tmp_path, monkeypatch):
-    import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", same_weights)
+    monkeypatch.setattr("train.factories.make_backend", same_weights)
     result = train_run(db_url, model_dir, tmp_path, "--rounds", "2", "--run-id", "truth")
     assert result.exit_code == 0, result.output
     assert "Health gate passed" in result.output
@@ -95,10 +94,9 @@ def test_every_trained_token_has_the_trainers_logprob_and_every_node_its_weights
 
 
 def test_an_engine_serving_other_weights_fails_the_gate_at_step_1(db_url, model_dir, tmp_path, monkeypatch):
-    import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", other_weights)
+    monkeypatch.setattr("train.factories.make_backend", other_weights)
     result = train_run(db_url, model_dir, tmp_path, "--rounds", "2", "--run-id", "planted")
     assert result.exit_code != 0
     line = result.output.strip().splitlines()[-1]
@@ -115,9 +113,7 @@ def test_an_engine_serving_other_weights_fails_the_gate_at_step_1(db_url, model_
 
 
 def test_limits_set_for_the_run_let_the_planted_run_through(db_url, model_dir, tmp_path, monkeypatch):
-    import train.run
-
-    monkeypatch.setattr(train.run, "make_backend", other_weights)
+    monkeypatch.setattr("train.factories.make_backend", other_weights)
     result = train_run(db_url, model_dir, tmp_path, "--rounds", "1", "--run-id", "loose",
                        "--set", "mismatch_max=1e9", "--set", "mismatch_share_gt1_max=1")
     assert result.exit_code == 0, result.output
@@ -129,7 +125,7 @@ def test_a_diverged_steps_nan_lands_as_null_and_the_node_stays(db_url):
     from types import SimpleNamespace
 
     from train.learn.step import TokenRecord
-    from train.learner import record_round
+    from train.learn.learner import record_round
     from train.writer import RoundWrite, RunRow, commit_round
     from warehouse.db import connect
 

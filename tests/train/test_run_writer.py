@@ -274,7 +274,7 @@ def test_a_spooled_run_exits_3_with_the_command_that_loads_it_losslessly(db_url,
     from warehouse.errors import DatabaseLockedError
     from warehouse.migrate import init_db
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     real, written = train.writer.commit_round, []
 
     def locked_for_round_2(url, run, rnd, wait, **kw):
@@ -388,10 +388,10 @@ def test_train_run_with_its_warehouse_on_a_full_disk_spools_the_round_exits_3_an
             "--run-id", "r_full", "--set", "siblings_per_expansion=2", "--checkpoint-dir", str(tmp_path / "ckpt"),
             "--quiet", "--set", "mismatch_max=1e9", "--set", "mismatch_share_gt1_max=1"]  # canned logprobs
     code = f"""import os, sys
-import train.run, train.writer
+import train.factories, train.writer
 from tests.train.test_run import CannedBackend
 from train.cli import main
-train.run.make_backend = lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer)
+train.factories.make_backend = lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer)
 claim = train.writer.RoundWriter.claim
 def claim_then_fill(self):  # the run row is in; then the warehouse's disk fills to its last block
     claim(self)

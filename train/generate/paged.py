@@ -35,7 +35,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from train.generate import paged_kernel
-from train.generate.attention import use_attention
+from train.generate.decode_attention import use_attention
 from train.generate.sampler import row_keys, sample_next
 
 NAME = "paged"

@@ -6,7 +6,7 @@ the plain decode loop the paged generator is tested against.
 preemption. `decode` runs all rows in one left-padded batch over transformers' DynamicCache,
 the attention mask grown each step: `HFBackend(paged=False)`, the reference. (A static-cache,
 compiled variant for the GPU was removed: it lost to the paged path by 8x or more and to vLLM
-everywhere, benchmarks/RESULTS.md.) Decode steps attend with :mod:`train.generate.attention`
+everywhere, benchmarks/RESULTS.md.) Decode steps attend with :mod:`train.generate.decode_attention`
 (grouped-query heads without copying the cache); prompts keep transformers' SDPA.
 Rows stop at an EOS token or at their own response budget; finished rows keep decoding
 padding until the whole batch is done (their tokens are dropped).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from train.generate.attention import decode_attention
+from train.generate.decode_attention import decode_attention
 
 
 @dataclass

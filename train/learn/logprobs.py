@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from train.learn.attention import boundaries, packed_attention, position_ids
+from train.learn.packed_attention import boundaries, packed_attention, position_ids
 
 
 @dataclass(frozen=True)

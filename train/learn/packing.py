@@ -1,7 +1,7 @@
 """Token-budget micro-batches with a hard cap.
 
 Sequences are packed first-fit-decreasing into micro-batches of at most `budget` tokens
-each, concatenated without padding (attention stays inside each sequence, see attention.py).
+each, concatenated without padding (attention stays inside each sequence, see packed_attention.py).
 Unlike verl's balancer, no micro-batch ever exceeds the budget: a sequence longer than the
 budget is an error that names the fix, never a silent over-size batch.
 """

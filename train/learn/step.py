@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from train.learn.advantages import grpo_valid_only
-from train.learn.attention import packed_attention
+from train.learn.packed_attention import packed_attention
 from train.learn.fsdp import all_reduce_sum, deal, gather_objects, world
 from train.learn.logprobs import PackedRow, causal_lm, pack_row, row_logprobs
 from train.learn.lora import compiled_norms, mixed_precision

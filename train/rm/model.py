@@ -4,7 +4,7 @@ the pair encoding (chat template, left truncation, chosen and rejected in one fo
 
 `pack=True` puts the pair in ONE row without padding and with their shared prompt once:
 [prompt | chosen answer | rejected answer], each answer attending to the prompt and itself
-(:mod:`train.rm.attention`: SDPA per part, no [T, T] mask); no compute goes to padding or
+(:mod:`train.rm.pair_attention`: SDPA per part, no [T, T] mask); no compute goes to padding or
 to a second copy of the prompt. Call it, and the backward, inside :func:`pair_attention`. `pack=False` is TRL's layout, a batch of two rows right-padded to the
 longer one, but without TRL's attention mask (not needed under causal attention, see
 `_padded_rewards`).
@@ -93,7 +93,7 @@ def pair_attention(model, pack: bool, kernel: str = "flash"):
     checkpointed layer recomputes its attention during backward)."""
     import contextlib
 
-    from train.rm.attention import pair_attention as shared_prefix_attention
+    from train.rm.pair_attention import pair_attention as shared_prefix_attention
 
     return shared_prefix_attention(model, kernel) if pack else contextlib.nullcontext()
 
@@ -107,11 +107,11 @@ def _packed_rewards(model, chosen, rejected, device):
 def packed_rewards(model, pairs, device):
     """(r_chosen (k,), r_rejected (k,)) for k pairs in ONE row without padding:
     [prompt 1 | chosen 1 | rejected 1 | prompt 2 | ...], each pair's positions from 0 and its
-    parts attending as in :mod:`train.rm.attention` (never to another pair). Call it, and the
+    parts attending as in :mod:`train.rm.pair_attention` (never to another pair). Call it, and the
     backward, inside :func:`pair_attention` with pack on."""
     import torch
 
-    from train.rm.attention import shared_prefix
+    from train.rm.pair_attention import shared_prefix
 
     ids, positions, bounds, ends = [], [], [0], []
     for chosen, rejected in pairs:
@@ -131,7 +131,7 @@ def packed_rewards(model, pairs, device):
 
 def packed_length(chosen, rejected) -> int:
     """Tokens the pair takes in a packed row: the shared prompt once, then both answers."""
-    from train.rm.attention import shared_prefix
+    from train.rm.pair_attention import shared_prefix
 
     return len(chosen) + len(rejected) - shared_prefix(chosen, rejected)
 

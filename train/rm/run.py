@@ -22,7 +22,7 @@ paged_adamw_32bit; on GPU, bf16 autocast over fp32 LoRA weights (inputs not copi
 the low-rank term in one addmm); the pair packed in one row with its shared prompt once,
 [prompt | chosen answer | rejected answer], instead of two rows padded to the longer side, and
 consecutive pairs sharing a row up to `pack_tokens` (same rewards and gradients: the loss is a
-sum over pairs and each pair attends only within itself; :mod:`train.rm.attention`). On one
+sum over pairs and each pair attends only within itself; :mod:`train.rm.pair_attention`). On one
 H200 (random Mistral-7B shape, pairs up to 4,096 tokens a side) this runs 2.34x TRL's
 RewardTrainer at the same settings (benchmarks/RESULTS.md).
 
@@ -211,7 +211,7 @@ def _setup(opts: RMOptions, log) -> Context:
     from train.rm.model import encode, load_tokenizer
     from train.tiny.policy import resolve_model_path
 
-    from train.rm.attention import KERNELS
+    from train.rm.pair_attention import KERNELS
 
     if opts.attention_kernel not in KERNELS:
         raise TerminalError(f"--set attention_kernel={opts.attention_kernel}: one of {', '.join(KERNELS)}")

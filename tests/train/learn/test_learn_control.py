@@ -12,7 +12,7 @@ from train.learn.control import Band, KLControl, LRSchedule, StabilityStopError
 from train.learn.loss import LossConfig
 from train.learn.step import StepConfig
 from train.learn.timing import PhaseTimer
-from train.learner import Learner
+from train.learn.learner import Learner
 from train.run import run
 from train.settings import RunOptions, resolve_settings
 from warehouse.db import connect
@@ -97,9 +97,7 @@ def test_the_schedule_and_kl_control_are_settable_and_recorded_on_the_run_row():
 
 
 def test_a_run_whose_step_leaves_the_band_stops_after_its_round_is_written(db_url, model_dir, monkeypatch, tmp_path):
-    import train.run
-
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     opts = RunOptions(model=str(model_dir), rounds=3, tasks=("mini-tabular-accuracy",), db_url=db_url, learn=True,
                       health_gate=False, run_id="r_band",
                       sets={"siblings_per_expansion": "2", "lr_warmup_steps": "2", "entropy_max": "1e-9"})

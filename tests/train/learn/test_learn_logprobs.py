@@ -1,7 +1,7 @@
 import torch
 
 from learn_helpers import random_samples, tiny_policy, one_thread  # noqa: F401 (autouse)
-from train.learn.attention import packed_attention
+from train.learn.packed_attention import packed_attention
 from train.learn.logprobs import causal_lm, pack_row, plain_logprobs, row_logprobs
 
 

@@ -29,9 +29,7 @@ def _opts(db_url, model_dir, tmp_path, run_id, rounds, **kw) -> RunOptions:
 
 
 def test_learning_run_writes_step_metrics_and_reads_its_gates(db_url, model_dir, monkeypatch, tmp_path):
-    import train.run
-
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     said = []
     run(_opts(db_url, model_dir, tmp_path, "r_gates", 2, checkpoint_every=2, decision_steps=(2,)), log=said.append)
     with connect(db_url, read_only=True) as con:
@@ -44,9 +42,7 @@ def test_learning_run_writes_step_metrics_and_reads_its_gates(db_url, model_dir,
 
 
 def test_a_failed_health_gate_stops_the_run_unless_disabled(db_url, model_dir, monkeypatch, tmp_path):
-    import train.run
-
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CrashingBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CrashingBackend(policy.tokenizer))
     with pytest.raises(HealthGateError, match="run r_bad .*0 ok nodes.*--no-health-gate"):
         run(_opts(db_url, model_dir, tmp_path, "r_bad", 2), log=lambda line: None)
     report = run(_opts(db_url, model_dir, tmp_path, "r_bad2", 2, health_gate=False), log=lambda line: None)

@@ -52,7 +52,7 @@ class Bench:
         from train.env.tasks import bundled_task_names, load_task
         from train.generate.hf import HFBackend
         from train.factories import load_run_policy
-        from train.learner import make_learner
+        from train.learn.learner import make_learner
         from train.settings import RunOptions, resolve_settings
 
         opts = RunOptions(model="tiny", device="cpu", seed=seed, tiny_cache=str(cache))

@@ -75,7 +75,7 @@ def test_a_resumed_run_keeps_layers_from_the_peak_its_lineage_measured(db_url, m
     from train.learn import variant
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     train.run.run(_opts(db_url, model_dir, tmp_path, "r_measured", 1), log=lambda line: None)
     measured = {"update_keep_layers": 0, "update_peak_gib": 14.0, "largest_micro_batch": 18000}  # as on a GPU
     with connect(db_url) as con:
@@ -92,7 +92,7 @@ def test_a_resumed_run_keeps_layers_from_the_peak_its_lineage_measured(db_url, m
 
 
 def test_settings_are_validated_and_recorded(tmp_path):
-    from train.learner import variant_setting
+    from train.learn.learner import variant_setting
     from train.settings import Knobs, RunOptions, resolve_settings
 
     _, knobs, overrides = resolve_settings(RunOptions(sets={"keep_layers": "4", "compile_norms": "off"}))
@@ -177,7 +177,7 @@ def test_train_run_records_the_variant_in_step_metrics(db_url, model_dir, monkey
     import train.run
     from warehouse.db import connect
 
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     run_opts = _opts(db_url, model_dir, tmp_path, "r_variant", 2)
     train.run.run(run_opts, log=lambda line: None)
     set_opts = _opts(db_url, model_dir, tmp_path, "r_kept", 1)
@@ -210,7 +210,7 @@ def test_compiled_norms_in_the_update_beside_the_generators_captured_decode_on_g
     from train.learn.lora import make_optimizer
     from train.policy.lora import add_lora
     from train.learn.step import Sample
-    from train.learner import Learner, prepare_update
+    from train.learn.learner import Learner, prepare_update
     from train.settings import Knobs
 
     policy = add_lora(copy.deepcopy(tiny_model).to("cuda"), rank=8, alpha=16, init=False)

@@ -98,8 +98,8 @@ def test_the_answers_flash_path_is_causal_from_the_end():
     fewer queries than keys); it must equal the explicit end-aligned mask."""
     import torch.nn.functional as F
 
-    from train.learn.attention import repeat_kv
-    from train.rm.attention import _end_aligned_causal, _flash_usable
+    from train.learn.packed_attention import repeat_kv
+    from train.rm.pair_attention import _end_aligned_causal, _flash_usable
 
     torch.manual_seed(0)
     q = torch.randn(1, 4, 5, 64, device="cuda", dtype=torch.bfloat16)

@@ -118,7 +118,7 @@ def test_a_resumed_run_loads_its_weights_into_a_backend_with_weights_of_its_own(
     from train.settings import RunOptions
 
     events = []
-    monkeypatch.setattr(train.run, "make_backend",
+    monkeypatch.setattr("train.factories.make_backend",
                         lambda opts, arm, knobs, policy: OwnWeightsBackend(policy.tokenizer, own, events))
     opts = RunOptions(model=str(model_dir), rounds=1, tasks=(TASK,), db_url=db_url, learn=True,
                       checkpoint_root=str(tmp_path / "ckpt"), sets={"siblings_per_expansion": "2"},

@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from train.generate.attention import (NAME, _configs, decode_attention, gqa_decode_forward,
+from train.generate.decode_attention import (NAME, _configs, decode_attention, gqa_decode_forward,
                                       set_decode_kernel)
 from train.generate.sampler import _decode_step, _prefill, make_batch
 

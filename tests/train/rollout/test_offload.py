@@ -95,7 +95,7 @@ def _run(db_url, model_dir, tmp_path, monkeypatch, offload: str, run_id: str, re
         engines.append(EngineBackend(policy.tokenizer, policy, log))
         return engines[-1]
 
-    monkeypatch.setattr(train.run, "make_backend", make_backend)
+    monkeypatch.setattr("train.factories.make_backend", make_backend)
     real = train.generate.choice.backend_class
     monkeypatch.setattr(train.generate.choice, "backend_class",
                         lambda name: EngineBackend if name == "hf" else real(name))

@@ -17,7 +17,7 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
-from train.generate.attention import use_attention
+from train.generate.decode_attention import use_attention
 
 NAME = "packed_sdpa"
 _registered = False

@@ -13,7 +13,7 @@ Several pairs may share the row, one after another (`--set pack_tokens=N`); each
 within itself. The boundaries [0, P, P + A_c, P + A_c + A_r, then the same for each further
 pair from where the last ended] travel as transformers' `cu_seq_lens_q` keyword
 (passed down to the attention function, also on the gradient-checkpointing recompute), as in
-the GRPO learner's packed attention (train/learn/attention.py).
+the GRPO learner's packed attention (train/learn/packed_attention.py).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ _kernel = "flash"
 def pair_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """query (1, Hq, T, D), key/value (1, Hkv, T, D) -> ((1, T, Hq, D), None)."""
     import torch
-    from train.learn.attention import repeat_kv
+    from train.learn.packed_attention import repeat_kv
 
     groups = query.shape[1] // key.shape[1]
     drop = dropout if module.training else 0.0
@@ -93,7 +93,7 @@ def pair_attention(model, kernel: str = "flash"):
     global _registered, _kernel
     from transformers import AttentionInterface
 
-    from train.generate.attention import use_attention
+    from train.generate.decode_attention import use_attention
 
     if kernel not in KERNELS:
         raise ValueError(f"attention kernel {kernel!r}: one of {', '.join(KERNELS)}")

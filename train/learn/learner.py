@@ -1,7 +1,10 @@
-"""The GRPO step's call site in the loop: the policy prepared for the update, its optimizer,
-the run's learning-rate schedule, KL control and stability band (train.learn.control), and the
-update's variant chosen each step (train.learn.variant). train.learn owns the step itself
-(old_log_prob, ref, adv, update_actor: :func:`train.learn.step.grpo_step`).
+"""`train run`'s learner: the GRPO step's call site in the loop. It lives in train/learn/ beside
+the step it calls, in a higher import layer than the rest of the package, since it reads the
+run's settings (pyproject.toml's import layers). It holds the policy prepared for the update, its
+optimizer, the run's learning-rate schedule, KL control and stability band
+(train.learn.control), and the update's variant chosen each step (train.learn.variant).
+train.learn owns the step itself (old_log_prob, ref, adv, update_actor:
+:func:`train.learn.step.grpo_step`).
 """
 from __future__ import annotations
 
