@@ -16,7 +16,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from warehouse.db import quote_identifier as qi
-from warehouse.vocabulary import NODE_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, TIMING_FIELDS, Field, node_keys
+from warehouse.vocabulary import (ARRAY_KINDS, NODE_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, TIMING_FIELDS, Field,
+                                  node_keys)
 
 MAX_REASONS = 3  # a line's reason lists at most this many field problems
 
@@ -37,7 +38,7 @@ def _structure(fields: tuple[Field, ...]) -> str:
     """The json_transform structure: big arrays typed directly, everything else as JSON text."""
     parts = []
     for f in fields:
-        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]", "text": "VARCHAR"}.get(f.kind, "JSON")
+        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]", "float32s": "DOUBLE[]", "text": "VARCHAR"}.get(f.kind, "JSON")
         parts.append(f'"{f.key}": "{typ}"')
     return "{" + ", ".join(parts) + "}"
 
@@ -51,14 +52,15 @@ def _t(f: Field) -> str:
 
 
 def _out(f: Field) -> str:
-    return qi(f.column or "p_" + f.key)
+    """A field's name in `_typed`: its column, or p_<key> for one kept in another table."""
+    return qi("p_" + f.key if f.table or f.column is None else f.column)
 
 
 def _raw_columns(f: Field) -> list[str]:
     src = f"r.{qi(f.key)}"
     if f.kind == "text":  # big free text (completions, code): taken as is, never re-encoded
         return [f"{src} AS {_j(f)}"]
-    if f.kind in ("ints", "floats"):
+    if f.kind in ARRAY_KINDS:
         # json_transform gives NULL for a non-array: look at the line only in that rare case.
         kind = (f"CASE WHEN {src} IS NULL AND list_contains(keys, '{f.key}') "
                 f"THEN json_type(line, '$.\"{f.key}\"') END")
@@ -83,8 +85,7 @@ def _value(f: Field) -> str:
                   f"THEN {num} END"),
         "bool": f"CASE WHEN {t} = 'BOOLEAN' THEN CAST({j} AS BOOLEAN) END",
         "json": f"CASE WHEN {t} <> 'NULL' THEN {j} END",
-        "ints": j,
-        "floats": j,
+        **{kind: j for kind in ARRAY_KINDS},
         "text": j,
     }[f.kind]
 
@@ -103,7 +104,7 @@ def _dict_parts(f: Field) -> list[str]:
 def _misfit(f: Field) -> str:
     """True when the key is present, not null, and its value did not fit the typed column."""
     j, t = _j(f), _t(f)
-    if f.kind in ("ints", "floats"):
+    if f.kind in ARRAY_KINDS:
         return f"(coalesce({t} <> 'NULL', false) OR list_count({j}) <> len({j}))"
     if f.kind in ("json", "text"):
         return "false"
@@ -128,8 +129,8 @@ def _reason(fields: tuple[Field, ...]) -> str:
         if f.strict:
             want = {"str": "a string", "id": "a string", "int": "an integer",
                     "float": "a finite number", "ints": "a list of integers",
-                    "floats": "a list of numbers"}[f.kind]
-            got = ("'wrong element types'" if f.kind in ("ints", "floats")
+                    "floats": "a list of numbers", "float32s": "a list of numbers"}[f.kind]
+            got = ("'wrong element types'" if f.kind in ARRAY_KINDS
                    else f"CASE WHEN {_t(f)} = 'DOUBLE' THEN 'NaN/Infinity/out of range' "
                    f"ELSE lower({_t(f)}) END")
             checks.append(f"CASE WHEN {_misfit(f)} THEN '{f.key} is ' || {got} || "

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from warehouse.vocabulary import NODE_FIELDS, NODE_PAYLOAD_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, Field
+from warehouse.vocabulary import (NODE_FIELDS, NODE_PAYLOAD_FIELDS, NODE_TRAIN_TOKEN_FIELDS, STEP_METRIC_FIELDS,
+                                  SUMMARY_FIELDS, Field)
 
 metadata = sa.MetaData()
 
@@ -41,7 +42,7 @@ BigInt = sa.BigInteger
 #: the column type of each JSON kind of warehouse.vocabulary.Field (a dict's parts are DOUBLE)
 COLUMN_TYPES = {"str": Text, "id": Text, "text": Text, "int": sa.Integer, "bigint": BigInt,
                 "float": Double, "bool": sa.Boolean, "json": sa.JSON,
-                "ints": sa.ARRAY(sa.Integer), "floats": sa.ARRAY(Double)}
+                "ints": sa.ARRAY(sa.Integer), "floats": sa.ARRAY(Double), "float32s": sa.ARRAY(sa.Float)}
 
 
 def record_columns(fields: tuple[Field, ...], table: str | None = None) -> list[sa.Column]:
@@ -198,14 +199,9 @@ node_train_tokens = sa.Table(
     sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
     sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
     sa.Column("run_id", Text, nullable=False),
-    sa.Column("step", sa.Integer, comment="the GRPO step that trained on the node"),
-    sa.Column("advantage", Double, comment="the node's advantage in that step's loss"),
-    sa.Column("trainer_logprobs", sa.ARRAY(sa.Float),
-              comment="the learner's logprob of each response token before the update (old_log_prob)"),
-    sa.Column("ref_logprobs", sa.ARRAY(sa.Float), comment="the reference model's (adapter disabled)"),
-    sa.Column("ratios", sa.ARRAY(sa.Float), comment="exp(logprob - old_log_prob) in the last epoch's loss"),
-    # derived at load time from the arrays and the node's response_logprobs, so round_metrics and
-    # check 16 never read the arrays (as nodes.n_response_tokens spares the payloads)
+    *record_columns(NODE_TRAIN_TOKEN_FIELDS, "node_train_tokens"),
+    # derived at load time (NODE_TRAIN_TOKEN_DERIVED_COLUMNS) from the arrays and the node's
+    # response_logprobs, so round_metrics and check 16 never read the arrays
     sa.Column("compared_tokens", sa.Integer, comment="tokens with both the sampler's and the trainer's logprob"),
     sa.Column("mult_prob_error_sum", Double, comment="sum over those of exp(|trainer - sampler logprob|)"),
     sa.Column("mult_prob_error_max", Double, comment="max over those of exp(|trainer - sampler logprob|)"),

@@ -107,8 +107,8 @@ class Field:
     """One key of a record and where it lands."""
 
     key: str  # the record's JSON key
-    column: str | None  # its typed column in the kind's table; None: a dict's parts, or kept in `table`
-    kind: str  # str | id | int | bigint | float | bool | json | text | ints | floats | dict
+    column: str | None  # its typed column (in `table` when set); None: a dict's parts, or the key in `table`
+    kind: str  # str | id | int | bigint | float | bool | json | text | ints | floats | float32s | dict
     strict: bool = False  # a wrong type rejects the line
     required: bool = False  # missing or null rejects the line (the column is NOT NULL)
     parts: tuple[tuple[str, str], ...] = ()  # dict: (sub key, column), each a DOUBLE column
@@ -122,8 +122,13 @@ def _f(key: str, kind: str, column: str | None = None, **kw) -> Field:
     return Field(key, key if column is None else column, kind, **kw)
 
 
-def _kept_in(table: str, key: str, kind: str, **kw) -> Field:
-    return Field(key, None, kind, table=table, **kw)
+def _kept_in(table: str, key: str, kind: str, column: str | None = None, **kw) -> Field:
+    return Field(key, column, kind, table=table, **kw)
+
+
+# the kinds held as lists: ints (INTEGER[]), floats (DOUBLE[]) and float32s (read as numbers,
+# stored as FLOAT[]: the trainer's float32 tensors, at half the bytes)
+ARRAY_KINDS = ("ints", "floats", "float32s")
 
 
 # node_payloads, in its column order: the heavy per-node values, joined to nodes by
@@ -137,6 +142,27 @@ NODE_PAYLOAD_FIELDS: tuple[Field, ...] = (
     _kept_in("node_payloads", "response_logprobs", "floats", strict=True),
 )
 _PAYLOAD = {f.key: f for f in NODE_PAYLOAD_FIELDS}
+
+# node_train_tokens' record columns, in its column order: what the trainer (train run) recorded
+# of the GRPO step that trained on the node, aligned with its response_token_ids. The arrays are
+# lenient: a diverged step's null (NaN) element keeps the node, the list also kept verbatim in
+# `extra`
+NODE_TRAIN_TOKEN_FIELDS: tuple[Field, ...] = (
+    _kept_in("node_train_tokens", "train_step", "int", "step", since="train",
+             comment="the GRPO step that trained on the node"),
+    _kept_in("node_train_tokens", "advantage", "float", "advantage", since="train",
+             comment="the node's advantage in that step's loss"),
+    _kept_in("node_train_tokens", "trainer_logprobs", "float32s", "trainer_logprobs", since="train",
+             comment="the learner's logprob of each response token before the update (old_log_prob)"),
+    _kept_in("node_train_tokens", "ref_logprobs", "float32s", "ref_logprobs", since="train",
+             comment="the reference model's (adapter disabled)"),
+    _kept_in("node_train_tokens", "ratios", "float32s", "ratios", since="train",
+             comment="exp(logprob - old_log_prob) in the last epoch's loss"),
+)
+# What the loader derives for each trained node from its arrays and the node's response_logprobs
+# (node_train_tokens' last columns, in order), so round_metrics and check 16 never read the arrays
+NODE_TRAIN_TOKEN_DERIVED_COLUMNS = ("compared_tokens", "mult_prob_error_sum", "mult_prob_error_max",
+                                    "abs_delta_gt_1", "kl_to_ref_sum")
 
 # A node record, in the published files' key order (docs/data-roots.md). Schema A has 25 keys.
 NODE_FIELDS: tuple[Field, ...] = (
@@ -185,15 +211,10 @@ NODE_FIELDS: tuple[Field, ...] = (
         ("gpu_util_peak", "float"), ("gpu_mem_used_gi", "float"), ("mem_peak_gi", "float"),
         ("gpu_name", "str"), ("kube_node", "str"))),
     # written by the trainer (train run): the weights that generated the node, and what the
-    # GRPO step computed for its response tokens (node_train_tokens). The arrays are lenient: a
-    # diverged step's null (NaN) element keeps the node, the list also kept verbatim in `extra`
+    # GRPO step computed for its response tokens (node_train_tokens)
     _f("policy_version", "int", strict=True, since="train",
        comment="global step of the weights that generated the node (0: the base model)"),
-    _kept_in("node_train_tokens", "train_step", "int", since="train"),
-    _kept_in("node_train_tokens", "advantage", "float", since="train"),
-    _kept_in("node_train_tokens", "trainer_logprobs", "floats", since="train"),
-    _kept_in("node_train_tokens", "ref_logprobs", "floats", since="train"),
-    _kept_in("node_train_tokens", "ratios", "floats", since="train"),
+    *NODE_TRAIN_TOKEN_FIELDS,
 )
 
 
