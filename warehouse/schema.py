@@ -112,6 +112,9 @@ runs = sa.Table(
     sa.Column("seed", sa.Integer),
     sa.Column("overrides", sa.JSON, comment="per-run settings that differ from the arm"),
     sa.Column("notes", Text),
+    sa.Column("settings_sources", sa.JSON,
+              comment="setting -> where its value came from: arm, --set, run, default or flag "
+                      "(train.settings.settings_of); NULL: not recorded (ingested data roots)"),
 )
 
 rounds = sa.Table(
