@@ -16,6 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from warehouse.db import quote_identifier as qi
+from warehouse import vocabulary as vocab
 from warehouse.vocabulary import (ARRAY_KINDS, NODE_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, TIMING_FIELDS, Field,
                                   node_keys)
 
@@ -127,14 +128,21 @@ def _reason(fields: tuple[Field, ...]) -> str:
             checks.append(f"CASE WHEN {_t(f)} IS NULL OR {_t(f)} = 'NULL' THEN "
                           f"'missing {f.key}' END")
         if f.strict:
-            want = {"str": "a string", "id": "a string", "int": "an integer",
-                    "float": "a finite number", "ints": "a list of integers",
+            want = {"str": "a string", "id": "a string", "int": "an integer", "bigint": "an integer",
+                    "bool": "true or false", "float": "a finite number", "ints": "a list of integers",
                     "floats": "a list of numbers", "float32s": "a list of numbers"}[f.kind]
+            num = f"TRY_CAST({_j(f)} AS DOUBLE)"
+            fraction = (f"WHEN {_t(f)} = 'DOUBLE' AND isfinite({num}) AND {num} <> floor({num}) THEN 'a fraction' "
+                        if f.kind in ("int", "bigint") else "")
             got = ("'wrong element types'" if f.kind in ARRAY_KINDS
-                   else f"CASE WHEN {_t(f)} = 'DOUBLE' THEN 'NaN/Infinity/out of range' "
+                   else f"CASE {fraction}WHEN {_t(f)} = 'DOUBLE' THEN 'NaN/Infinity/out of range' "
                    f"ELSE lower({_t(f)}) END")
             checks.append(f"CASE WHEN {_misfit(f)} THEN '{f.key} is ' || {got} || "
                           f"', expected {want}' END")
+        if f.closed:  # the value, quoted: phase 'warmup' is not one of exploration, formal
+            allowed = ", ".join(f"'{v}'" for v in f.values)
+            checks.append(f"CASE WHEN {_out(f)} NOT IN ({allowed}) THEN '{f.key} ' || "
+                          f"chr(39) || {_out(f)} || chr(39) || ' is not one of {', '.join(f.values)}' END")
     checks.append("CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate keys' END")
     return f"NULLIF(concat_ws('; ', {', '.join(checks)}), '')"
 
@@ -161,7 +169,12 @@ def _schema_kind() -> str:
 
 
 FIELDS = {"node": NODE_FIELDS, "summary": SUMMARY_FIELDS, "timing": TIMING_FIELDS,
-          "step_metric": STEP_METRIC_FIELDS}
+          "step_metric": STEP_METRIC_FIELDS,
+          # the reward-model records (ingest.rm_records)
+          "rm_run": vocab.RM_RUN_FIELDS, "rm_reference": vocab.RM_REFERENCE_FIELDS,
+          "rm_budget": vocab.RM_BUDGET_FIELDS, "rm_job": vocab.RM_JOB_FIELDS, "rm_step": vocab.RM_STEP_FIELDS,
+          "rm_artifact": vocab.RM_ARTIFACT_FIELDS, "rm_evaluation": vocab.RM_EVALUATION_FIELDS,
+          "rm_section": vocab.RM_SECTION_FIELDS}
 
 
 def _outputs(fields: tuple[Field, ...]) -> list[str]:

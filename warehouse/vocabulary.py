@@ -113,6 +113,7 @@ class Field:
     required: bool = False  # missing or null rejects the line (the column is NOT NULL)
     parts: tuple[tuple[str, str], ...] = ()  # dict: (sub key, column), each a DOUBLE column
     values: tuple[str, ...] = ()  # the values the warehouse accepts (the checks test them); () any
+    closed: bool = False  # another value than `values` rejects the line (else the checks report it)
     since: str = "A"  # node records: the published schema (A, B, C) that added it, or "train"
     table: str | None = None  # kept in another table (node_payloads, node_train_tokens)
     comment: str | None = None  # the column's comment; for a dict, a template with {sub}
@@ -257,3 +258,90 @@ STEP_METRIC_FIELDS: tuple[Field, ...] = (
 
 # What the loader derives for each node from the record (nodes' last columns, in order).
 NODE_DERIVED_COLUMNS = ("schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra")
+
+
+# --- reward-model records (data root 004; docs/reward_model.md): the keys of a `train rm` run's
+# files and records, each kept in its rm_* table's column of the same name. Every typed key is
+# strict (a value of the wrong type, or not a finite number, rejects the record), and a key with
+# `values` accepts only those (closed). ingest.rm_records types them through ingest.normalize, as
+# every other record; warehouse.schema's rm_* tables and ingest.rm_layout's export read these lists.
+RM_PHASES = ("exploration", "formal")
+RM_SPLITS = ("proxy", "full", "proxy_rows")  # proxy_rows: the formal run's diagnostic on the proxy rows
+RM_DIRECTIONS = ("maximize", "minimize")
+
+
+def _rm(key: str, kind: str, comment: str | None = None, **kw) -> Field:
+    return Field(key, key, kind, strict=True, comment=comment, closed=bool(kw.get("values")), **kw)
+
+
+def _rm_phase(**kw) -> Field:
+    return _rm("phase", "str", "exploration | formal", values=RM_PHASES, **kw)
+
+
+# manifest.json: the rm_runs row (run_id, kind, question_id, seed, notes and reference go elsewhere)
+RM_RUN_FIELDS: tuple[Field, ...] = (
+    _rm("task", "str", "e.g. ultrafeedback_bt_rm_rewardbench"), _rm("agent", "str"), _rm("base_model", "str"),
+    _rm("train_pairs", "int", "preference pairs the run may train on"), _rm("proxy_evaluator", "str"),
+    _rm("final_evaluator", "str"),
+    _rm("reference_id", "str", "-> rm_references: the same-protocol reference"),
+)
+# the manifest's `reference`: an rm_references row (its reference_id defaults to <task>/<evaluator>)
+RM_REFERENCE_FIELDS: tuple[Field, ...] = (
+    _rm("reference_id", "str"), _rm("task", "str"), _rm("evaluator", "str", required=True),
+    _rm("split", "str", "proxy | full", values=RM_SPLITS), _rm("n", "int"), _rm("score", "float", required=True),
+    _rm("direction", "str", "maximize | minimize", values=RM_DIRECTIONS),
+    _rm("protocol", "str", "how the reference was produced"),
+    _rm("train_s", "float", "the reference run's training seconds"),
+    _rm("score_s", "float", "the reference run's scoring seconds"),
+    _rm("peak_mem_mib", "float", "the reference run's peak training memory"),
+    _rm("notes", "str"),
+)
+# outcome.json: per phase, an rm_budgets row
+RM_BUDGET_FIELDS: tuple[Field, ...] = (
+    _rm("wall_clock_s", "float", "the budget the harness injected"),
+    _rm("reserve_s", "float", "held back from wall_clock_s for scoring/publishing"),
+    _rm("train_s", "float", "seconds spent training"), _rm("elapsed_s", "float", "seconds the whole phase ran"),
+    _rm("stop_reason", "str", "e.g. wall_clock_budget_exhausted, completed, submitted"),
+    _rm("steps", "int", "optimizer steps completed (cumulative progress)"),
+    _rm("members", "int", "soup members completed"), _rm("steps_per_member", "int"),
+    _rm("snapshots_published", "int"), _rm("snapshots_retained", "int"),
+)
+# jobs.jsonl: one rm_jobs row per line
+RM_JOB_FIELDS: tuple[Field, ...] = (
+    _rm("job", "str", "unique within the run, e.g. U-03/len256, formal", required=True),
+    _rm_phase(required=True), _rm("unit", "str", "U-01, U-02, ... (NULL for the formal replay)"),
+    _rm("title", "str"), _rm("pairs", "int"), _rm("steps_planned", "int"), _rm("steps_done", "int"),
+    _rm("micro_batch", "int"), _rm("grad_accum", "int"), _rm("learning_rate", "float"), _rm("seed", "int"),
+    _rm("members", "int", "soup members this job averaged"), _rm("seconds", "float", "training seconds"),
+    _rm("peak_mem_gb", "float", "peak GPU memory, GB as the run reports it"),
+    _rm("status", "str", "completed | killed | oom | failed"),
+    _rm("submitted", "bool", "the exploration evidence the submission rests on"), _rm("notes", "str"),
+)
+# steps.jsonl: one rm_steps row per line
+RM_STEP_FIELDS: tuple[Field, ...] = (
+    _rm("job", "str", required=True), _rm("step", "int", "cumulative optimizer step (progress)", required=True),
+    _rm("member", "int", "soup member index m (seed 42+m); 0 without a soup"),
+    _rm("loss", "float", "Bradley-Terry -log sigmoid(r_chosen - r_rejected)"),
+    _rm("accuracy", "float", "share of pairs with r_chosen > r_rejected"), _rm("lr", "float"),
+    _rm("grad_norm", "float"), _rm("seconds", "float", "wall seconds of the step"), _rm("peak_mem_gib", "float"),
+)
+# artifacts.jsonl: one rm_artifacts row per line
+RM_ARTIFACT_FIELDS: tuple[Field, ...] = (
+    _rm("job", "str", required=True),
+    _rm("progress", "int", "optimizer steps behind the artifact", required=True),
+    _rm("path", "str"), _rm("parameters", "bigint"), _rm("dtype", "str"), _rm("format", "str", "full | lora_delta"),
+    _rm("loadable", "bool"), _rm("retained", "bool", "kept (at most three per run are accepted)"),
+    _rm("members", "int", "soup members averaged into it"),
+)
+# evaluations/<id>.json: an rm_evaluations row (its receipt columns come from the summary's bytes
+# and its receipt, never from the record) and, under `sections`, its rm_eval_sections rows
+RM_EVALUATION_FIELDS: tuple[Field, ...] = (
+    _rm("evaluation_id", "str", "the summary's file stem", required=True), _rm("job", "str"),
+    _rm_phase(required=True), _rm("unit", "str"),
+    _rm("progress", "int", "the evaluated artifact's progress"), _rm("evaluator", "str", required=True),
+    _rm("split", "str", "proxy | full | proxy_rows (diagnostic)", required=True, values=RM_SPLITS),
+    _rm("direction", "str", "maximize | minimize", values=RM_DIRECTIONS), _rm("n", "int"), _rm("score", "float"),
+    _rm("se", "float", "descriptive weighted-binomial standard error"),
+    _rm("seconds", "float", "scoring seconds"),
+)
+RM_SECTION_FIELDS: tuple[Field, ...] = (_rm("score", "float"), _rm("n", "int"))

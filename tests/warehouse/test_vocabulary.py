@@ -153,7 +153,9 @@ def test_the_spelled_value_check(tmp_path, code, hits):
 RECORD_KINDS = {"node": vocab.NODE_FIELDS, "summary": vocab.SUMMARY_FIELDS,
                 "timing": vocab.TIMING_FIELDS, "step_metric": vocab.STEP_METRIC_FIELDS,
                 "train_tokens": (*vocab.NODE_TRAIN_TOKEN_FIELDS,
-                                 *(vocab.Field(c, c, "float") for c in vocab.NODE_TRAIN_TOKEN_DERIVED_COLUMNS))}
+                                 *(vocab.Field(c, c, "float") for c in vocab.NODE_TRAIN_TOKEN_DERIVED_COLUMNS)),
+                **{name.lower(): getattr(vocab, name) for name in dir(vocab)
+                   if name.startswith("RM_") and name.endswith("_FIELDS")}}
 LOCATION = ["source_id", "line_no", "run_id", "round", "task"]  # a node's file, not its record
 
 
@@ -252,3 +254,35 @@ def test_the_sample_root_writes_each_schemas_keys_in_file_order():
     a = [f.key for f in vocab.NODE_FIELDS if f.since == "A"]
     assert len(a) == 25 and list(KEYS["A"]) == a
     assert list(KEYS["C"]) == [f.key for f in vocab.NODE_FIELDS if f.since != "train"]
+
+
+RM_TABLES = {"rm_runs": "RM_RUN_FIELDS", "rm_references": "RM_REFERENCE_FIELDS", "rm_budgets": "RM_BUDGET_FIELDS",
+             "rm_jobs": "RM_JOB_FIELDS", "rm_steps": "RM_STEP_FIELDS", "rm_artifacts": "RM_ARTIFACT_FIELDS",
+             "rm_evaluations": "RM_EVALUATION_FIELDS", "rm_eval_sections": "RM_SECTION_FIELDS"}
+#: the rm columns no record sets: the write fills them in (ids, the run, the receipt, the key)
+RM_BOOKKEEPING = {"source_id", "line_no", "run_id", "extra", "phase", "evaluation_id", "section", "reference_id",
+                  "official", "receipt_status", "summary_path", "summary_sha256", "summary_size", "receipt_path",
+                  "receipt_sha256", "receipt_size"}
+
+
+@pytest.mark.parametrize("table, name", sorted(RM_TABLES.items()))
+def test_each_rm_table_holds_its_record_kinds_fields_and_the_normalization_types_them(table, name):
+    from ingest.normalize import FIELDS
+
+    fields = getattr(vocab, name)
+    columns = {c.name: c for c in metadata.tables[table].columns}
+    record_columns = [c for c in columns if c not in RM_BOOKKEEPING or c in {f.column for f in fields}]
+    assert record_columns == [f.column for f in fields]
+    for f in fields:
+        assert f.strict and columns[f.column].nullable == (not f.required and not columns[f.column].primary_key)
+        assert f.closed == bool(f.values)
+    assert fields in FIELDS.values()  # typed by ingest.normalize, as every record kind
+
+
+def test_the_rm_record_api_spells_no_field_list_and_reads_the_vocabularys_choices():
+    from ingest import rm_records
+
+    assert not [name for name in vars(rm_records) if name.endswith("_FIELDS")]
+    assert (rm_records.PHASES, rm_records.SPLITS) == (vocab.RM_PHASES, vocab.RM_SPLITS)
+    phase = next(f for f in vocab.RM_JOB_FIELDS if f.key == "phase")
+    assert phase.values == vocab.RM_PHASES and phase.closed
