@@ -3,8 +3,8 @@
 The trainer writes them (train.env), the ingest and the sample warehouse produce them
 (ingest), the data-quality checks test them (warehouse.quality) and the SQL views filter on
 them (sql/*.sql, which cannot import this module: tests/sql/test_vocabulary.py reads the
-views' literals and compares them with these). Definitions: docs/data-roots.md (node fields)
-and docs/metrics.md (invariants 1 and 2).
+views' literals and compares them with these). Definitions: docs/data-roots.md (node fields),
+docs/metrics.md (invariants 1 and 2) and docs/reward_model.md (the reward-model records).
 """
 from __future__ import annotations
 
