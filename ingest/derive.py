@@ -103,7 +103,7 @@ def upsert_round(con, run_id: str, round: int, source_path: str | None) -> None:
 
 RUN_COLUMNS = ("run_id", "question_id", "arm", "kind", "wandb_run", "resumed_from_run",
                "resumed_from_step", "lost", "started_at", "source_path", "model", "seed",
-               "overrides", "notes")
+               "overrides", "notes", "settings_sources")
 _RUN_COLS = ", ".join(qi(c) for c in RUN_COLUMNS)
 _RUN_MARKS = ", ".join("?" for _ in RUN_COLUMNS)
 
@@ -140,8 +140,9 @@ def _run_values(run: dict) -> list:
     row.setdefault("kind", "unknown")
     row["lost"] = bool(row.get("lost", False))
     row.setdefault("started_at", started_at(row["run_id"]))
-    if isinstance(row.get("overrides"), dict):
-        row["overrides"] = json.dumps(row["overrides"])
+    for column in ("overrides", "settings_sources"):
+        if isinstance(row.get(column), dict):
+            row[column] = json.dumps(row[column])
     return [row.get(col) for col in RUN_COLUMNS]
 
 

@@ -17,11 +17,13 @@ from ingest.normalize import normalize
 from ingest.sources import Source, record_errors
 from warehouse import tokens
 from warehouse.db import quote_identifier as qi
-from warehouse.vocabulary import (NODE_DERIVED_COLUMNS, NODE_PAYLOAD_FIELDS, STEP_METRIC_FIELDS, STEP_PHASE_COLUMNS,
-                                  SUMMARY_FIELDS, node_columns)
+from warehouse.vocabulary import (NODE_DERIVED_COLUMNS, NODE_PAYLOAD_FIELDS, NODE_TRAIN_TOKEN_DERIVED_COLUMNS,
+                                  NODE_TRAIN_TOKEN_FIELDS, STEP_METRIC_FIELDS, STEP_PHASE_COLUMNS, SUMMARY_FIELDS,
+                                  node_columns)
 
 NODE_COLUMNS = (*node_columns(), *NODE_DERIVED_COLUMNS)
 PAYLOAD_COLUMNS = tuple(f.key for f in NODE_PAYLOAD_FIELDS)
+TRAIN_TOKEN_COLUMNS = (*(f.column for f in NODE_TRAIN_TOKEN_FIELDS), *NODE_TRAIN_TOKEN_DERIVED_COLUMNS)
 STEP_METRIC_COLUMNS = tuple(f.column for f in STEP_METRIC_FIELDS) + ("extra",)
 STEP_COLUMNS = ("step", "total_s", *STEP_PHASE_COLUMNS, "extra")
 SUMMARY_COLUMNS = tuple(f.column for f in SUMMARY_FIELDS) + ("extra",)
@@ -133,11 +135,10 @@ def insert_nodes(con, sources: dict[int, Source]) -> None:
 def insert_train_tokens(con, by_key: str, params: list) -> None:
     """The trainer's per-token record of the trained nodes (those with `trainer_logprobs`), with
     its sums against the node's sampler logprobs (docs/metrics.md, logprob_mismatch)."""
-    con.execute("INSERT INTO node_train_tokens (source_id, line_no, run_id, step, advantage, trainer_logprobs, "
-                "ref_logprobs, ratios, compared_tokens, mult_prob_error_sum, mult_prob_error_max, abs_delta_gt_1, "
-                "kl_to_ref_sum) "
-                "SELECT m.source_id, t.line_no, m.run_id, t.p_train_step, t.p_advantage, t.p_trainer_logprobs, "
-                f"t.p_ref_logprobs, t.p_ratios, {TRAIN_TOKEN_SUMS} FROM {by_key} "
+    cols = ", ".join(qi(c) for c in TRAIN_TOKEN_COLUMNS)
+    values = ", ".join(qi("p_" + f.key) for f in NODE_TRAIN_TOKEN_FIELDS)
+    con.execute(f"INSERT INTO node_train_tokens (source_id, line_no, run_id, {cols}) "
+                f"SELECT m.source_id, t.line_no, m.run_id, {values}, {TRAIN_TOKEN_SUMS} FROM {by_key} "
                 "WHERE t.reject_reason IS NULL AND t.p_trainer_logprobs IS NOT NULL", params)
 
 

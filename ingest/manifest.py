@@ -14,6 +14,7 @@ runs. Format (docs/ingest.md)::
     resumed_from = { run = "20260720_041422_27b_m4hr24ku6", step = 10 }
     lost = false                                # true: the directory is known to be gone
     overrides = { learning_rate = 3e-5 }        # per-run settings that differ from the arm
+    settings_sources = { learning_rate = "--set" }  # where each came from (train run writes it)
     seed = 0
     notes = "..."
 """
@@ -28,7 +29,7 @@ from warehouse.errors import TerminalError
 SHIPPED_DIR = Path(__file__).resolve().parent / "manifests"
 KINDS = ("training", "probe", "smoke", "stress", "reward_model", "unknown")
 RUN_KEYS = {"arm", "kind", "wandb_run", "resumed_from", "lost", "model", "notes", "overrides",
-            "question_id", "seed"}
+            "question_id", "seed", "settings_sources"}
 TOP_KEYS = {"question_id", "model", "runs"}
 
 
@@ -68,6 +69,7 @@ def _entry(path: Path, run_id: str, raw: dict, defaults: dict) -> dict:
         "resumed_from": _resumed_from(where, raw.get("resumed_from")),
         "lost": bool(raw.get("lost", False)), "model": raw.get("model", defaults["model"]),
         "notes": raw.get("notes"), "overrides": raw.get("overrides") or None,
+        "settings_sources": raw.get("settings_sources") or None,
         "seed": raw.get("seed"), "manifest": str(path),
     }
 
@@ -123,4 +125,4 @@ def infer_entry(run_id: str) -> dict:
             kind = prefix
     return {"question_id": None, "arm": None, "kind": kind, "wandb_run": None,
             "resumed_from": None, "lost": False, "model": None, "notes": None,
-            "overrides": None, "seed": None, "manifest": None}
+            "overrides": None, "settings_sources": None, "seed": None, "manifest": None}

@@ -16,7 +16,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from warehouse.db import quote_identifier as qi
-from warehouse.vocabulary import NODE_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, TIMING_FIELDS, Field, node_keys
+from warehouse import vocabulary as vocab
+from warehouse.vocabulary import (ARRAY_KINDS, NODE_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, TIMING_FIELDS, Field,
+                                  node_keys)
 
 MAX_REASONS = 3  # a line's reason lists at most this many field problems
 
@@ -37,7 +39,7 @@ def _structure(fields: tuple[Field, ...]) -> str:
     """The json_transform structure: big arrays typed directly, everything else as JSON text."""
     parts = []
     for f in fields:
-        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]", "text": "VARCHAR"}.get(f.kind, "JSON")
+        typ = {"ints": "INTEGER[]", "floats": "DOUBLE[]", "float32s": "DOUBLE[]", "text": "VARCHAR"}.get(f.kind, "JSON")
         parts.append(f'"{f.key}": "{typ}"')
     return "{" + ", ".join(parts) + "}"
 
@@ -51,14 +53,15 @@ def _t(f: Field) -> str:
 
 
 def _out(f: Field) -> str:
-    return qi(f.column or "p_" + f.key)
+    """A field's name in `_typed`: its column, or p_<key> for one kept in another table."""
+    return qi("p_" + f.key if f.table or f.column is None else f.column)
 
 
 def _raw_columns(f: Field) -> list[str]:
     src = f"r.{qi(f.key)}"
     if f.kind == "text":  # big free text (completions, code): taken as is, never re-encoded
         return [f"{src} AS {_j(f)}"]
-    if f.kind in ("ints", "floats"):
+    if f.kind in ARRAY_KINDS:
         # json_transform gives NULL for a non-array: look at the line only in that rare case.
         kind = (f"CASE WHEN {src} IS NULL AND list_contains(keys, '{f.key}') "
                 f"THEN json_type(line, '$.\"{f.key}\"') END")
@@ -83,8 +86,7 @@ def _value(f: Field) -> str:
                   f"THEN {num} END"),
         "bool": f"CASE WHEN {t} = 'BOOLEAN' THEN CAST({j} AS BOOLEAN) END",
         "json": f"CASE WHEN {t} <> 'NULL' THEN {j} END",
-        "ints": j,
-        "floats": j,
+        **{kind: j for kind in ARRAY_KINDS},
         "text": j,
     }[f.kind]
 
@@ -103,7 +105,7 @@ def _dict_parts(f: Field) -> list[str]:
 def _misfit(f: Field) -> str:
     """True when the key is present, not null, and its value did not fit the typed column."""
     j, t = _j(f), _t(f)
-    if f.kind in ("ints", "floats"):
+    if f.kind in ARRAY_KINDS:
         return f"(coalesce({t} <> 'NULL', false) OR list_count({j}) <> len({j}))"
     if f.kind in ("json", "text"):
         return "false"
@@ -126,14 +128,21 @@ def _reason(fields: tuple[Field, ...]) -> str:
             checks.append(f"CASE WHEN {_t(f)} IS NULL OR {_t(f)} = 'NULL' THEN "
                           f"'missing {f.key}' END")
         if f.strict:
-            want = {"str": "a string", "id": "a string", "int": "an integer",
-                    "float": "a finite number", "ints": "a list of integers",
-                    "floats": "a list of numbers"}[f.kind]
-            got = ("'wrong element types'" if f.kind in ("ints", "floats")
-                   else f"CASE WHEN {_t(f)} = 'DOUBLE' THEN 'NaN/Infinity/out of range' "
+            want = {"str": "a string", "id": "a string", "int": "an integer", "bigint": "an integer",
+                    "bool": "true or false", "float": "a finite number", "ints": "a list of integers",
+                    "floats": "a list of numbers", "float32s": "a list of numbers"}[f.kind]
+            num = f"TRY_CAST({_j(f)} AS DOUBLE)"
+            fraction = (f"WHEN {_t(f)} = 'DOUBLE' AND isfinite({num}) AND {num} <> floor({num}) THEN 'a fraction' "
+                        if f.kind in ("int", "bigint") else "")
+            got = ("'wrong element types'" if f.kind in ARRAY_KINDS
+                   else f"CASE {fraction}WHEN {_t(f)} = 'DOUBLE' THEN 'NaN/Infinity/out of range' "
                    f"ELSE lower({_t(f)}) END")
             checks.append(f"CASE WHEN {_misfit(f)} THEN '{f.key} is ' || {got} || "
                           f"', expected {want}' END")
+        if f.closed:  # the value, quoted: phase 'warmup' is not one of exploration, formal
+            allowed = ", ".join(f"'{v}'" for v in f.values)
+            checks.append(f"CASE WHEN {_out(f)} NOT IN ({allowed}) THEN '{f.key} ' || "
+                          f"chr(39) || {_out(f)} || chr(39) || ' is not one of {', '.join(f.values)}' END")
     checks.append("CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate keys' END")
     return f"NULLIF(concat_ws('; ', {', '.join(checks)}), '')"
 
@@ -160,7 +169,12 @@ def _schema_kind() -> str:
 
 
 FIELDS = {"node": NODE_FIELDS, "summary": SUMMARY_FIELDS, "timing": TIMING_FIELDS,
-          "step_metric": STEP_METRIC_FIELDS}
+          "step_metric": STEP_METRIC_FIELDS,
+          # the reward-model records (ingest.rm_records)
+          "rm_run": vocab.RM_RUN_FIELDS, "rm_reference": vocab.RM_REFERENCE_FIELDS,
+          "rm_budget": vocab.RM_BUDGET_FIELDS, "rm_job": vocab.RM_JOB_FIELDS, "rm_step": vocab.RM_STEP_FIELDS,
+          "rm_artifact": vocab.RM_ARTIFACT_FIELDS, "rm_evaluation": vocab.RM_EVALUATION_FIELDS,
+          "rm_section": vocab.RM_SECTION_FIELDS}
 
 
 def _outputs(fields: tuple[Field, ...]) -> list[str]:

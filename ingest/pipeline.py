@@ -212,7 +212,7 @@ def register_rm_run(con, run_id: str, path: str) -> None:
 
 def _run_row(run_id: str, entry: dict, *, lost: bool, path: str | None) -> dict:
     keys = ("question_id", "arm", "kind", "wandb_run", "resumed_from", "model", "notes",
-            "overrides", "seed")
+            "overrides", "seed", "settings_sources")
     return {"run_id": run_id, "lost": lost, "source_path": path,
             **{k: entry.get(k) for k in keys}}
 

@@ -19,9 +19,8 @@ import json
 import os
 from pathlib import Path
 
-from ingest.rm_records import (ARTIFACT_FIELDS, BUDGET_FIELDS, EVALUATION_FIELDS, JOB_FIELDS,
-                               REFERENCE_FIELDS, RUN_FIELDS, STEP_FIELDS, make_receipt,
-                               summary_bytes)
+from ingest.rm_records import make_receipt, summary_bytes
+from warehouse import vocabulary as vocab
 
 __all__ = ["MANIFEST", "OUTCOME", "JOBS", "ARTIFACTS", "STEPS", "EVALUATIONS", "RECEIPT_SUFFIX",
            "export_run", "write_evaluation_files", "write_json", "write_jsonl"]
@@ -89,23 +88,23 @@ def export_run(con, run_id: str, root: str | os.PathLike) -> Path:
     write_json(run_dir / MANIFEST, _manifest(con, run[0]))
     phases = _rows(con, 'SELECT * FROM "rm_budgets" WHERE "run_id" = ? ORDER BY "phase"', run_id)
     if phases:
-        write_json(run_dir / OUTCOME, {"phases": {p["phase"]: _record(p, BUDGET_FIELDS)
+        write_json(run_dir / OUTCOME, {"phases": {p["phase"]: _record(p, vocab.RM_BUDGET_FIELDS)
                                                   for p in phases}})
-    for name, table, fields in ((JOBS, "rm_jobs", JOB_FIELDS),
-                                (ARTIFACTS, "rm_artifacts", ARTIFACT_FIELDS),
-                                (STEPS, "rm_steps", STEP_FIELDS)):
+    for name, table, fields in ((JOBS, "rm_jobs", vocab.RM_JOB_FIELDS),
+                                (ARTIFACTS, "rm_artifacts", vocab.RM_ARTIFACT_FIELDS),
+                                (STEPS, "rm_steps", vocab.RM_STEP_FIELDS)):
         rows = _rows(con, f'SELECT * FROM "{table}" WHERE "run_id" = ? '
                           'ORDER BY "source_id", "line_no"', run_id)
         if rows:
             write_jsonl(run_dir / name, [_record(r, fields) for r in rows])
     for evaluation in _rows(con, 'SELECT * FROM "rm_evaluations" WHERE "run_id" = ? '
                                  'ORDER BY "evaluation_id"', run_id):
-        summary = _record(evaluation, EVALUATION_FIELDS)
+        summary = _record(evaluation, vocab.RM_EVALUATION_FIELDS)
         sections = _rows(con, 'SELECT "section", "score", "n" FROM "rm_eval_sections" WHERE '
                               '"run_id" = ? AND "evaluation_id" = ? ORDER BY "section"',
                          run_id, evaluation["evaluation_id"])
         if sections:
-            summary["sections"] = {s["section"]: _record(s, {"score": "f", "n": "i"})
+            summary["sections"] = {s["section"]: _record(s, vocab.RM_SECTION_FIELDS)
                                    for s in sections}
         write_evaluation_files(run_dir, summary, complete=bool(evaluation["official"]))
     return run_dir
@@ -114,19 +113,21 @@ def export_run(con, run_id: str, root: str | os.PathLike) -> Path:
 def _manifest(con, run: dict) -> dict:
     runs = _rows(con, 'SELECT "question_id", "seed", "notes" FROM "runs" WHERE "run_id" = ?',
                  run["run_id"])
-    manifest = {"run_id": run["run_id"], "kind": "reward_model", **_record(run, RUN_FIELDS),
-                **_record(runs[0] if runs else {}, {"question_id": "s", "seed": "i", "notes": "s"})}
+    manifest = {"run_id": run["run_id"], "kind": "reward_model", **_record(run, vocab.RM_RUN_FIELDS),
+                **_record(runs[0] if runs else {}, ("question_id", "seed", "notes"))}
     if run["reference_id"]:
         ref = _rows(con, 'SELECT * FROM "rm_references" WHERE "reference_id" = ?',
                     run["reference_id"])
         if ref:
-            manifest["reference"] = _record(ref[0], REFERENCE_FIELDS)
+            manifest["reference"] = _record(ref[0], vocab.RM_REFERENCE_FIELDS)
     return manifest
 
 
-def _record(row: dict, fields: dict) -> dict:
-    """The row's non-NULL fields, plus whatever its `extra` kept (nothing is lost)."""
-    out = {k: row[k] for k in fields if row.get(k) is not None}
+def _record(row: dict, fields: tuple) -> dict:
+    """The row's non-NULL fields (vocabulary Fields or column names), plus whatever its `extra`
+    kept (nothing is lost)."""
+    keys = [f if isinstance(f, str) else f.key for f in fields]
+    out = {k: row[k] for k in keys if row.get(k) is not None}
     extra = row.get("extra")
     if extra:
         out.update(json.loads(extra) if isinstance(extra, str) else extra)

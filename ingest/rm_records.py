@@ -5,9 +5,11 @@ A reward-model run is one `runs` row of kind `reward_model` plus rows of the `rm
 have the same shape: a record is a dict whose keys are the table's columns, and
 `warehouse ingest` calls these same functions with the parsed lines of each file, so a run
 written by `train rm` and the same run exported (`export_run`) and ingested give the same
-rows. Nothing here opens or commits a transaction: a caller groups writes atomically in
+rows. Each record kind's fields are declared in `warehouse.vocabulary` (`RM_*_FIELDS`) and
+typed by `ingest.normalize`, the SQL normalization every record takes (`typed_rows`). Nothing
+here opens or commits a transaction: a caller groups writes atomically in
 `warehouse.db.transaction` (as `train.rm.publish` does; on DuckLake it redoes a commit that
-lost to another writer's); the column types come from `warehouse.schema`::
+lost to another writer's)::
 
     from ingest.rm_records import (make_receipt, summary_bytes, write_artifacts,
                                    write_budget, write_evaluation, write_jobs, write_run,
@@ -52,8 +54,8 @@ import math
 from dataclasses import dataclass, field
 
 from ingest import derive
-from warehouse import schema
 from ingest.sources import content_hash, lookup_source_id, open_source, record_errors
+from warehouse.vocabulary import RM_PHASES, RM_SPLITS
 
 __all__ = ["RUN_KIND", "QUESTION_ID", "PHASES", "SPLITS", "write_run", "write_jobs",
            "write_steps", "write_artifacts", "write_evaluation", "write_budget",
@@ -61,42 +63,10 @@ __all__ = ["RUN_KIND", "QUESTION_ID", "PHASES", "SPLITS", "write_run", "write_jo
 
 RUN_KIND = "reward_model"
 QUESTION_ID = "04-reward-model-rewardbench"
-PHASES = ("exploration", "formal")
-SPLITS = ("proxy", "full", "proxy_rows")
-DIRECTIONS = ("maximize", "minimize")
+PHASES, SPLITS = RM_PHASES, RM_SPLITS
 
-# Bookkeeping columns a record never sets: the write fills them in.
-BOOKKEEPING = ("source_id", "line_no", "run_id", "extra")
-
-
-def _fields(table, *, without: tuple[str, ...] = ()) -> dict[str, str]:
-    """A record's typed fields: the table's columns (warehouse.schema, the one statement of the
-    column types), each as s(tring), i(nt), f(loat) or b(ool). Unknown keys go to `extra`."""
-    import sqlalchemy as sa
-
-    kinds = ((sa.Boolean, "b"), (sa.Integer, "i"), (sa.Float, "f"), (sa.String, "s"))
-    return {c.name: next(kind for typ, kind in kinds if isinstance(c.type, typ))
-            for c in table.columns if c.name not in BOOKKEEPING + without}
-
-
-JOB_FIELDS = _fields(schema.rm_jobs)
-STEP_FIELDS = _fields(schema.rm_steps)
-ARTIFACT_FIELDS = _fields(schema.rm_artifacts)
-# what the write derives from the summary's bytes and its receipt, never taken from a record
-RECEIPT_COLUMNS = ("official", "receipt_status", "summary_path", "summary_sha256", "summary_size",
-                   "receipt_path", "receipt_sha256", "receipt_size")
-EVALUATION_FIELDS = _fields(schema.rm_evaluations, without=RECEIPT_COLUMNS)
-BUDGET_FIELDS = _fields(schema.rm_budgets, without=("phase",))  # the phase is the outcome's key
-RUN_FIELDS = _fields(schema.rm_runs)
-REFERENCE_FIELDS = _fields(schema.rm_references)
-SECTION_FIELDS = _fields(schema.rm_eval_sections, without=("evaluation_id", "section"))
 # keys of a manifest that go to the `runs` row rather than rm_runs.extra
 RUNS_KEYS = ("run_id", "kind", "question_id", "seed", "notes", "reference")
-
-REQUIRED = {"jobs": ("job", "phase"), "steps": ("job", "step"),
-            "artifacts": ("job", "progress"),
-            "evaluation": ("evaluation_id", "phase", "evaluator", "split")}
-CHOICES = {"phase": PHASES, "split": SPLITS, "direction": DIRECTIONS}
 
 
 class BadRecord(ValueError):
@@ -112,39 +82,65 @@ class Written:
     errors: dict[int, str] = field(default_factory=dict)  # line (1-based) -> reason
 
 
-# --- records -> rows ---------------------------------------------------------------------------
+# --- records -> rows: through ingest.normalize, as every record kind ---------------------------
 
-def normalize(record, fields: dict[str, str], required=()) -> dict:
-    """The typed row of one record (unknown keys in `extra`); BadRecord says what is wrong."""
-    if not isinstance(record, dict):
-        raise BadRecord(f"not a JSON object but {type(record).__name__}")
-    missing = [k for k in required if record.get(k) is None]
-    if missing:
-        raise BadRecord(f"missing required field(s) {', '.join(missing)}")
-    row = {col: _typed(col, record.get(col), kind) for col, kind in fields.items()}
-    for col, allowed in CHOICES.items():
-        if col in fields and row[col] is not None and row[col] not in allowed:
-            raise BadRecord(f"{col} {row[col]!r} is not one of {', '.join(allowed)}")
-    extra = {k: v for k, v in record.items() if k not in fields}
-    row["extra"] = json.dumps(extra, sort_keys=True) if extra else None
-    return row
+def typed_rows(con, kind: str, records: list) -> tuple[list[tuple[int, dict]], dict[int, str]]:
+    """(line, typed row) of each record of `kind` that may land (its vocabulary fields, unknown
+    keys in `extra`), and the reason of each that may not, by line (1-based position). A
+    record may already be the file reader's BadRecord."""
+    from ingest import load
+    from ingest.lines import RawLines
+
+    raw = RawLines()
+    for line_no, record in enumerate(records, start=1):
+        raw.add(line_no, *_line(record))
+    staged = load.stage(con, kind, [(0, raw)], optimistic=False)
+    try:
+        cur = con.execute("SELECT * EXCLUDE (key, reject_reason) FROM _typed WHERE reject_reason IS NULL "
+                          "ORDER BY line_no")
+        names = [d[0] for d in cur.description]
+        found = [dict(zip(names, values)) for values in cur.fetchall()]
+    finally:
+        load.drop_staged(con)
+    rows = [(row.pop("line_no"), {**row, "extra": _sorted_json(row["extra"])}) for row in found]
+    return rows, dict(staged.errors[0])
 
 
-def _typed(col: str, value, kind: str):
-    if value is None:
+def _line(record) -> tuple[str | None, str | None]:
+    """(JSON text, None), or (None, the reason it has none)."""
+    if isinstance(record, BadRecord):
+        return None, str(record)
+    try:
+        return json.dumps(record, ensure_ascii=False, allow_nan=False), None
+    except ValueError:  # NaN or Infinity, which JSON cannot hold
+        bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)] \
+            if isinstance(record, dict) else []
+        return None, f"{', '.join(bad) or 'a value'} is not a finite number (NaN or Infinity)"
+    except TypeError as exc:
+        return None, f"not JSON: {exc}"
+
+
+def _sorted_json(extra) -> str | None:
+    """`extra` as rm rows keep it: keys sorted, `json.dumps`' spacing."""
+    if extra is None:
         return None
-    ok = {"s": isinstance(value, str),
-          "i": isinstance(value, int) and not isinstance(value, bool),
-          "f": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "b": isinstance(value, bool)}[kind]
-    if not ok:
-        name = {"s": "a string", "i": "an integer", "f": "a number", "b": "true or false"}[kind]
-        raise BadRecord(f"field {col!r} must be {name}, got {json.dumps(value)[:60]}")
-    if kind == "f":
-        if not math.isfinite(value):
-            raise BadRecord(f"field {col!r} is not a finite number ({value})")
-        return float(value)
-    return value
+    return json.dumps(json.loads(extra), sort_keys=True)
+
+
+def normalize(con, kind: str, record) -> dict:
+    """The typed row of one record (BadRecord with the reason when it cannot land)."""
+    rows, errors = typed_rows(con, kind, [record])
+    if errors:
+        raise BadRecord(errors[1])
+    return rows[0][1]
+
+
+def normalize_all(con, kind: str, records: list) -> list[dict]:
+    """The typed rows of records that must all land (BadRecord with the first reason if not)."""
+    rows, errors = typed_rows(con, kind, records)
+    if errors:
+        raise BadRecord(errors[min(errors)])
+    return [row for _, row in rows]
 
 
 # --- receipts ---------------------------------------------------------------------------------
@@ -194,8 +190,8 @@ def write_run(con, manifest: dict, *, source_path: str | None = None, run_dir: s
     source = _open(con, source_path or f"train://{run_id}/manifest.json", "rm_manifest", run_id,
                    manifest)
     try:
-        row = normalize({k: v for k, v in manifest.items() if k not in RUNS_KEYS}, RUN_FIELDS)
-        reference = _reference(manifest.get("reference"), manifest.get("task"))
+        row = normalize(con, "rm_run", {k: v for k, v in manifest.items() if k not in RUNS_KEYS})
+        reference = _reference(con, manifest.get("reference"), manifest.get("task"))
     except BadRecord as exc:
         return _failed(con, source, str(exc))
     if reference:
@@ -209,10 +205,10 @@ def write_run(con, manifest: dict, *, source_path: str | None = None, run_dir: s
     return _done(con, source, 1, {})
 
 
-def _reference(raw, task) -> dict | None:
+def _reference(con, raw, task) -> dict | None:
     if raw is None:
         return None
-    row = normalize(raw, REFERENCE_FIELDS, required=("evaluator", "score"))
+    row = normalize(con, "rm_reference", raw)
     row["task"] = row["task"] or task
     row["reference_id"] = row["reference_id"] or f"{row['task']}/{row['evaluator']}"
     row.pop("extra")
@@ -222,21 +218,21 @@ def _reference(raw, task) -> dict | None:
 def write_jobs(con, run_id: str, jobs: list, *, source_path: str | None = None,
                line_nos: list[int] | None = None) -> Written:
     """Training jobs: each exploration unit's runs and the formal replay (rm_jobs)."""
-    return _write_lines(con, "rm_jobs", "jobs", JOB_FIELDS, run_id, jobs,
+    return _write_lines(con, "rm_jobs", "jobs", "rm_job", run_id, jobs,
                         source_path or f"train://{run_id}/jobs.jsonl", line_nos)
 
 
 def write_steps(con, run_id: str, steps: list, *, source_path: str | None = None,
                 line_nos: list[int] | None = None) -> Written:
     """Per-step training rows (rm_steps): loss, accuracy, lr, grad norm, seconds, memory."""
-    return _write_lines(con, "rm_steps", "steps", STEP_FIELDS, run_id, steps,
+    return _write_lines(con, "rm_steps", "steps", "rm_step", run_id, steps,
                         source_path or f"train://{run_id}/steps.jsonl", line_nos)
 
 
 def write_artifacts(con, run_id: str, artifacts: list, *, source_path: str | None = None,
                     line_nos: list[int] | None = None) -> Written:
     """Artifacts (snapshots) by progress, retained or not (rm_artifacts), in publishing order."""
-    return _write_lines(con, "rm_artifacts", "artifacts", ARTIFACT_FIELDS, run_id, artifacts,
+    return _write_lines(con, "rm_artifacts", "artifacts", "rm_artifact", run_id, artifacts,
                         source_path or f"train://{run_id}/artifacts.jsonl", line_nos)
 
 
@@ -247,8 +243,8 @@ def write_budget(con, run_id: str, phases: dict, *, source_path: str | None = No
     try:
         if not isinstance(phases, dict) or not phases:
             raise BadRecord("outcome must map each phase (exploration, formal) to its facts")
-        rows = [{"run_id": run_id, "phase": _phase(p), **normalize(facts, BUDGET_FIELDS)}
-                for p, facts in phases.items()]
+        rows = [{"run_id": run_id, "phase": _phase(p), **facts}
+                for p, facts in zip(phases, normalize_all(con, "rm_budget", list(phases.values())))]
     except BadRecord as exc:
         return _failed(con, source, str(exc))
     for row in rows:
@@ -277,8 +273,8 @@ def write_evaluation(con, run_id: str, summary: dict, *, receipt=None,
     path = source_path or f"train://{run_id}/evaluations/{summary.get('evaluation_id')}.json"
     source = _open(con, path, "rm_evaluation", run_id, None, digest=content_hash(digest_input))
     try:
-        row = normalize(summary, EVALUATION_FIELDS, REQUIRED["evaluation"])
-        sections = _sections(summary.get("sections"))
+        row = normalize(con, "rm_evaluation", summary)
+        sections = _sections(con, summary.get("sections"))
     except BadRecord as exc:
         return _failed(con, source, str(exc))
     status = check_receipt(data, receipt)
@@ -298,18 +294,15 @@ def write_evaluation(con, run_id: str, summary: dict, *, receipt=None,
     return _done(con, source, 1, errors)
 
 
-def _sections(raw) -> dict[str, tuple[float | None, int | None]]:
+def _sections(con, raw) -> dict[str, tuple[float | None, int | None]]:
     """`{"Chat": 80.2}` or `{"Chat": {"score": 80.2, "n": 358}}` -> name -> (score, n)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise BadRecord("sections must map a section name to its score")
-    out = {}
-    for name, value in raw.items():
-        value = value if isinstance(value, dict) else {"score": value}
-        row = normalize(value, SECTION_FIELDS)
-        out[name] = (row["score"], row["n"])
-    return out
+    values = [value if isinstance(value, dict) else {"score": value} for value in raw.values()]
+    rows = normalize_all(con, "rm_section", values) if values else []
+    return {name: (row["score"], row["n"]) for name, row in zip(raw, rows)}
 
 
 def _get(receipt, key: str, kind: type):
@@ -326,22 +319,14 @@ def _drop_key(extra: str | None, key: str) -> str | None:
 
 # --- sources and inserts ------------------------------------------------------------------------
 
-def _write_lines(con, table: str, kind: str, fields: dict, run_id: str, records: list,
+def _write_lines(con, table: str, kind: str, record_kind: str, run_id: str, records: list,
                  source_path: str, line_nos: list[int] | None) -> Written:
     """Records (one per line) into `table` under one source; bad ones become errors."""
     line_nos = line_nos or list(range(1, len(records) + 1))
     source = _open(con, source_path, f"rm_{kind}", run_id, records)
-    rows, errors = [], {}
-    for line_no, record in zip(line_nos, records):
-        if isinstance(record, BadRecord):  # the file reader's verdict on the line
-            errors[line_no] = str(record)
-            continue
-        try:
-            row = normalize(record, fields, REQUIRED[kind])
-        except BadRecord as exc:
-            errors[line_no] = str(exc)
-            continue
-        rows.append({"line_no": line_no, "run_id": run_id, **row})
+    typed, reasons = typed_rows(con, record_kind, records) if records else ([], {})
+    rows = [{"line_no": line_nos[at - 1], "run_id": run_id, **row} for at, row in typed]
+    errors = {line_nos[at - 1]: reason for at, reason in sorted(reasons.items())}
     if table == "rm_jobs":
         rows, errors = _unique_jobs(rows, errors)
     for row in rows:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from warehouse.arms import Arm
 from warehouse.errors import TerminalError
 
-from train.settings import Knobs, RunOptions, check_choice, resolve_settings
+from train.settings import Knobs, RunOptions, check_choice, recorded_sources, resolve_settings
 
 if TYPE_CHECKING:
     from train.device_errors import GuardedTimer
@@ -288,7 +288,8 @@ def make_writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes:
 
     resumed = {"run": resume.run_id, "step": resume.step} if resume else None
     row = RunRow(run_id=run_id, arm=arm.name, question_id=arm.question_id, model=opts.model,
-                 seed=opts.seed, overrides=overrides, notes=notes, resumed_from=resumed)
+                 seed=opts.seed, overrides=overrides, notes=notes, resumed_from=resumed,
+                 sources=recorded_sources(opts, overrides))
     return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root,
                        lock_wait_s=opts.lock_wait_s, log=log)
 

@@ -4,7 +4,8 @@ both trainers share (`train rm` types its own fields with :func:`coerce`).
 A run's settings are the arm's (warehouse/arms.py) with `--set` overrides, plus the knobs
 below, which no arm states. `settings_of` resolves them into one `Settings` (with each one's
 source: arm, --set, run, default or flag) and checks every one before anything loads. The overrides, and the step's controls when learning, are recorded
-on the run row (`resolve_settings`), so a run says everything it did differently.
+on the run row (`resolve_settings`), each with its source (`recorded_sources`,
+runs.settings_sources), so a run says everything it did differently and why.
 """
 from __future__ import annotations
 
@@ -306,6 +307,20 @@ def resolve_tasks(arm: Arm, opts: RunOptions, overrides: dict, log) -> tuple[dic
     if tuple(tasks) != arm.tasks:
         overrides = {**overrides, "tasks": list(tasks)}
     return tasks, overrides, notes
+
+
+def recorded_sources(opts: RunOptions, recorded: dict) -> dict:
+    """Where each setting the run row records (runs.overrides) came from, for runs.settings_sources:
+    settings_of's source for the arm's and the knobs' (arm, --set, run, default), and for the keys
+    the run adds itself: its tasks (--tasks, or the bundled ones it fell back to), its backend
+    (--backend; `auto` is resolved before the run row is made, so it reads as the flag too), the
+    checkpoint flags; any other (the backend's version, the model directory) is the run's own pick."""
+    settings = settings_of(opts)
+    added = {"tasks": "flag" if opts.tasks else "run", "backend": "flag", "checkpoint_dir": "flag",
+             "checkpoint_every": "flag"}
+    known = {f.name for f in dataclasses.fields(Arm)} | {f.name for f in dataclasses.fields(Knobs)}
+    return {key: added[key] if key in added else settings.source(key) if key in known else "run"
+            for key in recorded}
 
 
 def check_warehouse(db_url: str) -> None:

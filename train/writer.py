@@ -66,11 +66,18 @@ class RunRow:
     notes: str = ""
     kind: str = "training"
     resumed_from: dict | None = None  # {"run": ..., "step": ...}
+    # overrides key -> its source (train.settings.recorded_sources); a key added later without
+    # one (the model directory, once loaded) is the run's own pick
+    sources: dict = field(default_factory=dict)
+
+    def settings_sources(self) -> dict | None:
+        return {key: self.sources.get(key, "run") for key in self.overrides} or None
 
     def row(self, source_path: str) -> dict:
         return {"run_id": self.run_id, "arm": self.arm, "question_id": self.question_id, "kind": self.kind,
                 "model": self.model, "seed": self.seed, "overrides": self.overrides or None,
-                "notes": self.notes or None, "source_path": source_path, "resumed_from": self.resumed_from}
+                "notes": self.notes or None, "source_path": source_path, "resumed_from": self.resumed_from,
+                "settings_sources": self.settings_sources()}
 
 
 @dataclass
@@ -266,6 +273,7 @@ def write_manifest(path: Path, run: RunRow) -> None:
                                     ("notes", run.notes)) if v})
     if run.overrides:
         entry["overrides"] = run.overrides
+        entry["settings_sources"] = run.settings_sources()
     if run.resumed_from:
         entry["resumed_from"] = run.resumed_from
     doc.setdefault("runs", {})[run.run_id] = entry

@@ -12,6 +12,7 @@ from warehouse.query import Result
 VIEW_KEYS: dict[str, tuple[str, ...]] = {
     "task_round_metrics": ("run_id", "round", "task"),
     "round_metrics": ("run_id", "round"),
+    "round_task_means": ("run_id", "round"),
     "run_metrics": ("run_id",),
     "run_status_counts": ("run_id", "status"),
     "decision_rule": ("run_id", "task", "k"),

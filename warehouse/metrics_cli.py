@@ -18,7 +18,8 @@ from warehouse.metrics import DEFAULT_VIEW, VIEW_KEYS  # light: no duckdb at imp
 @click.option("--view", type=click.Choice(list(VIEW_KEYS)), default=DEFAULT_VIEW,
               show_default=True,
               help="Which metric view: task_round_metrics (per run, round, task), round_metrics "
-                   "(per run round, with its step's timing), run_metrics, run_status_counts, "
+                   "(per run round, with its step's timing), round_task_means (per run round, the "
+                   "mean over its tasks: the compare page's values), run_metrics, run_status_counts, "
                    "decision_rule, invariant_violations; for reward-model runs the rm_* views "
                    "(docs/reward_model.md).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",

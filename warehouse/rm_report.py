@@ -16,6 +16,7 @@ from pathlib import Path
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
 from warehouse.run_state import life_line, read_life
+from warehouse.vocabulary import RM_JOB_FIELDS
 
 SECTIONS = ("Chat", "Chat Hard", "Safety", "Reasoning")
 PLOT = "scores_by_progress.png"
@@ -144,9 +145,8 @@ def job_series(points: list[dict], phase: str) -> dict[tuple, list[dict]]:
 
 EVALUATION_COLUMNS = ("evaluation_id", "phase", "job", "progress", "split", "evaluator", "n",
                       "score", "se", "official", "trend", *SECTIONS)
-JOB_COLUMNS = ("job", "phase", "unit", "title", "pairs", "steps_done", "micro_batch",
-               "grad_accum", "learning_rate", "members", "seconds", "peak_mem_gb", "status",
-               "submitted")
+# a job's record fields but the plan, the seed and the notes
+JOB_COLUMNS = tuple(f.key for f in RM_JOB_FIELDS if f.key not in ("steps_planned", "seed", "notes"))
 
 
 def _page(data: RmRunData) -> str:

@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from warehouse.vocabulary import NODE_FIELDS, NODE_PAYLOAD_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS, Field
+from warehouse.vocabulary import (NODE_FIELDS, NODE_PAYLOAD_FIELDS, NODE_TRAIN_TOKEN_FIELDS, RM_ARTIFACT_FIELDS,
+                                  RM_BUDGET_FIELDS, RM_EVALUATION_FIELDS, RM_JOB_FIELDS, RM_REFERENCE_FIELDS,
+                                  RM_RUN_FIELDS, RM_SECTION_FIELDS, RM_STEP_FIELDS, STEP_METRIC_FIELDS, SUMMARY_FIELDS,
+                                  Field)
 
 metadata = sa.MetaData()
 
@@ -41,7 +44,7 @@ BigInt = sa.BigInteger
 #: the column type of each JSON kind of warehouse.vocabulary.Field (a dict's parts are DOUBLE)
 COLUMN_TYPES = {"str": Text, "id": Text, "text": Text, "int": sa.Integer, "bigint": BigInt,
                 "float": Double, "bool": sa.Boolean, "json": sa.JSON,
-                "ints": sa.ARRAY(sa.Integer), "floats": sa.ARRAY(Double)}
+                "ints": sa.ARRAY(sa.Integer), "floats": sa.ARRAY(Double), "float32s": sa.ARRAY(sa.Float)}
 
 
 def record_columns(fields: tuple[Field, ...], table: str | None = None) -> list[sa.Column]:
@@ -111,6 +114,9 @@ runs = sa.Table(
     sa.Column("seed", sa.Integer),
     sa.Column("overrides", sa.JSON, comment="per-run settings that differ from the arm"),
     sa.Column("notes", Text),
+    sa.Column("settings_sources", sa.JSON,
+              comment="setting -> where its value came from: arm, --set, run, default or flag "
+                      "(train.settings.settings_of); NULL: not recorded (ingested data roots)"),
 )
 
 rounds = sa.Table(
@@ -198,14 +204,9 @@ node_train_tokens = sa.Table(
     sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
     sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
     sa.Column("run_id", Text, nullable=False),
-    sa.Column("step", sa.Integer, comment="the GRPO step that trained on the node"),
-    sa.Column("advantage", Double, comment="the node's advantage in that step's loss"),
-    sa.Column("trainer_logprobs", sa.ARRAY(sa.Float),
-              comment="the learner's logprob of each response token before the update (old_log_prob)"),
-    sa.Column("ref_logprobs", sa.ARRAY(sa.Float), comment="the reference model's (adapter disabled)"),
-    sa.Column("ratios", sa.ARRAY(sa.Float), comment="exp(logprob - old_log_prob) in the last epoch's loss"),
-    # derived at load time from the arrays and the node's response_logprobs, so round_metrics and
-    # check 16 never read the arrays (as nodes.n_response_tokens spares the payloads)
+    *record_columns(NODE_TRAIN_TOKEN_FIELDS, "node_train_tokens"),
+    # derived at load time (NODE_TRAIN_TOKEN_DERIVED_COLUMNS) from the arrays and the node's
+    # response_logprobs, so round_metrics and check 16 never read the arrays
     sa.Column("compared_tokens", sa.Integer, comment="tokens with both the sampler's and the trainer's logprob"),
     sa.Column("mult_prob_error_sum", Double, comment="sum over those of exp(|trainer - sampler logprob|)"),
     sa.Column("mult_prob_error_max", Double, comment="max over those of exp(|trainer - sampler logprob|)"),
@@ -299,17 +300,16 @@ wandb_history = sa.Table(
 # carries the `source_id` of the file (or trainer write) it came from, so a changed file
 # replaces exactly its rows.
 
+def _rm_columns(fields: tuple[Field, ...], *, without: tuple[str, ...] = ()) -> list[sa.Column]:
+    """The rm_* columns of a reward-model record kind's fields (warehouse.vocabulary), in order."""
+    return [c for c in record_columns(fields) if c.name not in without]
+
+
 rm_runs = sa.Table(
     "rm_runs",
     metadata,
     sa.Column("run_id", Text, primary_key=True),
-    sa.Column("task", Text, comment="e.g. ultrafeedback_bt_rm_rewardbench"),
-    sa.Column("agent", Text),
-    sa.Column("base_model", Text),
-    sa.Column("train_pairs", sa.Integer, comment="preference pairs the run may train on"),
-    sa.Column("proxy_evaluator", Text),
-    sa.Column("final_evaluator", Text),
-    sa.Column("reference_id", Text, comment="-> rm_references: the same-protocol reference"),
+    *_rm_columns(RM_RUN_FIELDS),
     sa.Column("source_id", sa.Integer),
     sa.Column("extra", sa.JSON, comment="manifest keys not listed above"),
 )
@@ -318,18 +318,9 @@ rm_references = sa.Table(
     "rm_references",
     metadata,
     sa.Column("reference_id", Text, primary_key=True),
-    sa.Column("task", Text),
-    sa.Column("evaluator", Text, nullable=False),
-    sa.Column("split", Text, comment="proxy | full"),
-    sa.Column("n", sa.Integer),
-    sa.Column("score", Double, nullable=False),
-    sa.Column("direction", Text, comment="maximize | minimize"),
-    sa.Column("protocol", Text, comment="how the reference was produced"),
-    sa.Column("train_s", Double, comment="the reference run's training seconds"),
-    sa.Column("score_s", Double, comment="the reference run's scoring seconds"),
-    sa.Column("peak_mem_mib", Double, comment="the reference run's peak training memory"),
+    *_rm_columns(RM_REFERENCE_FIELDS, without=("reference_id", "notes")),
     sa.Column("source_id", sa.Integer),
-    sa.Column("notes", Text),
+    *_rm_columns(RM_REFERENCE_FIELDS[-1:]),  # notes, after source_id as 0004 made it
 )
 
 rm_budgets = sa.Table(
@@ -337,16 +328,7 @@ rm_budgets = sa.Table(
     metadata,
     sa.Column("run_id", Text, primary_key=True),
     sa.Column("phase", Text, primary_key=True, comment="exploration | formal"),
-    sa.Column("wall_clock_s", Double, comment="the budget the harness injected"),
-    sa.Column("reserve_s", Double, comment="held back from wall_clock_s for scoring/publishing"),
-    sa.Column("train_s", Double, comment="seconds spent training"),
-    sa.Column("elapsed_s", Double, comment="seconds the whole phase ran"),
-    sa.Column("stop_reason", Text, comment="e.g. wall_clock_budget_exhausted, completed, submitted"),
-    sa.Column("steps", sa.Integer, comment="optimizer steps completed (cumulative progress)"),
-    sa.Column("members", sa.Integer, comment="soup members completed"),
-    sa.Column("steps_per_member", sa.Integer),
-    sa.Column("snapshots_published", sa.Integer),
-    sa.Column("snapshots_retained", sa.Integer),
+    *_rm_columns(RM_BUDGET_FIELDS),
     sa.Column("source_id", sa.Integer),
     sa.Column("extra", sa.JSON),
 )
@@ -357,23 +339,7 @@ rm_jobs = sa.Table(
     sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("run_id", Text, nullable=False),
-    sa.Column("job", Text, nullable=False, comment="unique within the run, e.g. U-03/len256, formal"),
-    sa.Column("phase", Text, nullable=False, comment="exploration | formal"),
-    sa.Column("unit", Text, comment="U-01, U-02, ... (NULL for the formal replay)"),
-    sa.Column("title", Text),
-    sa.Column("pairs", sa.Integer),
-    sa.Column("steps_planned", sa.Integer),
-    sa.Column("steps_done", sa.Integer),
-    sa.Column("micro_batch", sa.Integer),
-    sa.Column("grad_accum", sa.Integer),
-    sa.Column("learning_rate", Double),
-    sa.Column("seed", sa.Integer),
-    sa.Column("members", sa.Integer, comment="soup members this job averaged"),
-    sa.Column("seconds", Double, comment="training seconds"),
-    sa.Column("peak_mem_gb", Double, comment="peak GPU memory, GB as the run reports it"),
-    sa.Column("status", Text, comment="completed | killed | oom | failed"),
-    sa.Column("submitted", sa.Boolean, comment="the exploration evidence the submission rests on"),
-    sa.Column("notes", Text),
+    *_rm_columns(RM_JOB_FIELDS),
     sa.Column("extra", sa.JSON),
     sa.Index("ix_rm_jobs_run_job", "run_id", "job"),
 )
@@ -384,15 +350,7 @@ rm_steps = sa.Table(
     sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("run_id", Text, nullable=False),
-    sa.Column("job", Text, nullable=False),
-    sa.Column("step", sa.Integer, nullable=False, comment="cumulative optimizer step (progress)"),
-    sa.Column("member", sa.Integer, comment="soup member index m (seed 42+m); 0 without a soup"),
-    sa.Column("loss", Double, comment="Bradley-Terry -log sigmoid(r_chosen - r_rejected)"),
-    sa.Column("accuracy", Double, comment="share of pairs with r_chosen > r_rejected"),
-    sa.Column("lr", Double),
-    sa.Column("grad_norm", Double),
-    sa.Column("seconds", Double, comment="wall seconds of the step"),
-    sa.Column("peak_mem_gib", Double),
+    *_rm_columns(RM_STEP_FIELDS),
     sa.Column("extra", sa.JSON),
     sa.Index("ix_rm_steps_run_job_step", "run_id", "job", "step"),
 )
@@ -403,34 +361,13 @@ rm_artifacts = sa.Table(
     sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("run_id", Text, nullable=False),
-    sa.Column("job", Text, nullable=False),
-    sa.Column("progress", sa.Integer, nullable=False, comment="optimizer steps behind the artifact"),
-    sa.Column("path", Text),
-    sa.Column("parameters", BigInt),
-    sa.Column("dtype", Text),
-    sa.Column("format", Text, comment="full | lora_delta"),
-    sa.Column("loadable", sa.Boolean),
-    sa.Column("retained", sa.Boolean, comment="kept (at most three per run are accepted)"),
-    sa.Column("members", sa.Integer, comment="soup members averaged into it"),
+    *_rm_columns(RM_ARTIFACT_FIELDS),
     sa.Column("extra", sa.JSON),
     sa.Index("ix_rm_artifacts_run_job", "run_id", "job", "progress"),
 )
 
-rm_evaluations = sa.Table(
-    "rm_evaluations",
-    metadata,
-    sa.Column("run_id", Text, primary_key=True),
-    sa.Column("evaluation_id", Text, primary_key=True, comment="the summary's file stem"),
-    sa.Column("job", Text),
-    sa.Column("phase", Text, nullable=False, comment="exploration | formal"),
-    sa.Column("unit", Text),
-    sa.Column("progress", sa.Integer, comment="the evaluated artifact's progress"),
-    sa.Column("evaluator", Text, nullable=False),
-    sa.Column("split", Text, nullable=False, comment="proxy | full | proxy_rows (diagnostic)"),
-    sa.Column("direction", Text, comment="maximize | minimize"),
-    sa.Column("n", sa.Integer),
-    sa.Column("score", Double),
-    sa.Column("se", Double, comment="descriptive weighted-binomial standard error"),
+#: rm_evaluations' columns that the write derives from the summary's bytes and its receipt
+RM_RECEIPT_COLUMNS = (
     sa.Column("official", sa.Boolean, nullable=False, comment="a receipt matches the summary"),
     sa.Column("receipt_status", Text, nullable=False, comment="match | missing | mismatch"),
     sa.Column("summary_path", Text),
@@ -439,7 +376,16 @@ rm_evaluations = sa.Table(
     sa.Column("receipt_path", Text),
     sa.Column("receipt_sha256", Text, comment="as the receipt states it"),
     sa.Column("receipt_size", BigInt, comment="as the receipt states it"),
-    sa.Column("seconds", Double, comment="scoring seconds"),
+)
+
+rm_evaluations = sa.Table(
+    "rm_evaluations",
+    metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("evaluation_id", Text, primary_key=True, comment="the summary's file stem"),
+    *_rm_columns(RM_EVALUATION_FIELDS, without=("evaluation_id", "seconds")),
+    *RM_RECEIPT_COLUMNS,
+    *_rm_columns(RM_EVALUATION_FIELDS[-1:]),  # seconds, after the receipt as 0004 made it
     sa.Column("source_id", sa.Integer),
     sa.Column("extra", sa.JSON),
 )
@@ -450,8 +396,7 @@ rm_eval_sections = sa.Table(
     sa.Column("run_id", Text, primary_key=True),
     sa.Column("evaluation_id", Text, primary_key=True),
     sa.Column("section", Text, primary_key=True, comment="Chat | Chat Hard | Safety | Reasoning"),
-    sa.Column("score", Double),
-    sa.Column("n", sa.Integer),
+    *_rm_columns(RM_SECTION_FIELDS),
     sa.Column("source_id", sa.Integer),
 )
 

@@ -3,8 +3,8 @@
 The trainer writes them (train.env), the ingest and the sample warehouse produce them
 (ingest), the data-quality checks test them (warehouse.quality) and the SQL views filter on
 them (sql/*.sql, which cannot import this module: tests/sql/test_vocabulary.py reads the
-views' literals and compares them with these). Definitions: docs/data-roots.md (node fields)
-and docs/metrics.md (invariants 1 and 2).
+views' literals and compares them with these). Definitions: docs/data-roots.md (node fields),
+docs/metrics.md (invariants 1 and 2) and docs/reward_model.md (the reward-model records).
 """
 from __future__ import annotations
 
@@ -107,12 +107,13 @@ class Field:
     """One key of a record and where it lands."""
 
     key: str  # the record's JSON key
-    column: str | None  # its typed column in the kind's table; None: a dict's parts, or kept in `table`
-    kind: str  # str | id | int | bigint | float | bool | json | text | ints | floats | dict
+    column: str | None  # its typed column (in `table` when set); None: a dict's parts, or the key in `table`
+    kind: str  # str | id | int | bigint | float | bool | json | text | ints | floats | float32s | dict
     strict: bool = False  # a wrong type rejects the line
     required: bool = False  # missing or null rejects the line (the column is NOT NULL)
     parts: tuple[tuple[str, str], ...] = ()  # dict: (sub key, column), each a DOUBLE column
     values: tuple[str, ...] = ()  # the values the warehouse accepts (the checks test them); () any
+    closed: bool = False  # another value than `values` rejects the line (else the checks report it)
     since: str = "A"  # node records: the published schema (A, B, C) that added it, or "train"
     table: str | None = None  # kept in another table (node_payloads, node_train_tokens)
     comment: str | None = None  # the column's comment; for a dict, a template with {sub}
@@ -122,8 +123,13 @@ def _f(key: str, kind: str, column: str | None = None, **kw) -> Field:
     return Field(key, key if column is None else column, kind, **kw)
 
 
-def _kept_in(table: str, key: str, kind: str, **kw) -> Field:
-    return Field(key, None, kind, table=table, **kw)
+def _kept_in(table: str, key: str, kind: str, column: str | None = None, **kw) -> Field:
+    return Field(key, column, kind, table=table, **kw)
+
+
+# the kinds held as lists: ints (INTEGER[]), floats (DOUBLE[]) and float32s (read as numbers,
+# stored as FLOAT[]: the trainer's float32 tensors, at half the bytes)
+ARRAY_KINDS = ("ints", "floats", "float32s")
 
 
 # node_payloads, in its column order: the heavy per-node values, joined to nodes by
@@ -137,6 +143,27 @@ NODE_PAYLOAD_FIELDS: tuple[Field, ...] = (
     _kept_in("node_payloads", "response_logprobs", "floats", strict=True),
 )
 _PAYLOAD = {f.key: f for f in NODE_PAYLOAD_FIELDS}
+
+# node_train_tokens' record columns, in its column order: what the trainer (train run) recorded
+# of the GRPO step that trained on the node, aligned with its response_token_ids. The arrays are
+# lenient: a diverged step's null (NaN) element keeps the node, the list also kept verbatim in
+# `extra`
+NODE_TRAIN_TOKEN_FIELDS: tuple[Field, ...] = (
+    _kept_in("node_train_tokens", "train_step", "int", "step", since="train",
+             comment="the GRPO step that trained on the node"),
+    _kept_in("node_train_tokens", "advantage", "float", "advantage", since="train",
+             comment="the node's advantage in that step's loss"),
+    _kept_in("node_train_tokens", "trainer_logprobs", "float32s", "trainer_logprobs", since="train",
+             comment="the learner's logprob of each response token before the update (old_log_prob)"),
+    _kept_in("node_train_tokens", "ref_logprobs", "float32s", "ref_logprobs", since="train",
+             comment="the reference model's (adapter disabled)"),
+    _kept_in("node_train_tokens", "ratios", "float32s", "ratios", since="train",
+             comment="exp(logprob - old_log_prob) in the last epoch's loss"),
+)
+# What the loader derives for each trained node from its arrays and the node's response_logprobs
+# (node_train_tokens' last columns, in order), so round_metrics and check 16 never read the arrays
+NODE_TRAIN_TOKEN_DERIVED_COLUMNS = ("compared_tokens", "mult_prob_error_sum", "mult_prob_error_max",
+                                    "abs_delta_gt_1", "kl_to_ref_sum")
 
 # A node record, in the published files' key order (docs/data-roots.md). Schema A has 25 keys.
 NODE_FIELDS: tuple[Field, ...] = (
@@ -185,15 +212,10 @@ NODE_FIELDS: tuple[Field, ...] = (
         ("gpu_util_peak", "float"), ("gpu_mem_used_gi", "float"), ("mem_peak_gi", "float"),
         ("gpu_name", "str"), ("kube_node", "str"))),
     # written by the trainer (train run): the weights that generated the node, and what the
-    # GRPO step computed for its response tokens (node_train_tokens). The arrays are lenient: a
-    # diverged step's null (NaN) element keeps the node, the list also kept verbatim in `extra`
+    # GRPO step computed for its response tokens (node_train_tokens)
     _f("policy_version", "int", strict=True, since="train",
        comment="global step of the weights that generated the node (0: the base model)"),
-    _kept_in("node_train_tokens", "train_step", "int", since="train"),
-    _kept_in("node_train_tokens", "advantage", "float", since="train"),
-    _kept_in("node_train_tokens", "trainer_logprobs", "floats", since="train"),
-    _kept_in("node_train_tokens", "ref_logprobs", "floats", since="train"),
-    _kept_in("node_train_tokens", "ratios", "floats", since="train"),
+    *NODE_TRAIN_TOKEN_FIELDS,
 )
 
 
@@ -236,3 +258,90 @@ STEP_METRIC_FIELDS: tuple[Field, ...] = (
 
 # What the loader derives for each node from the record (nodes' last columns, in order).
 NODE_DERIVED_COLUMNS = ("schema_kind", "n_response_tokens", "n_response_logprobs", "code_chars", "extra")
+
+
+# --- reward-model records (data root 004; docs/reward_model.md): the keys of a `train rm` run's
+# files and records, each kept in its rm_* table's column of the same name. Every typed key is
+# strict (a value of the wrong type, or not a finite number, rejects the record), and a key with
+# `values` accepts only those (closed). ingest.rm_records types them through ingest.normalize, as
+# every other record; warehouse.schema's rm_* tables and ingest.rm_layout's export read these lists.
+RM_PHASES = ("exploration", "formal")
+RM_SPLITS = ("proxy", "full", "proxy_rows")  # proxy_rows: the formal run's diagnostic on the proxy rows
+RM_DIRECTIONS = ("maximize", "minimize")
+
+
+def _rm(key: str, kind: str, comment: str | None = None, **kw) -> Field:
+    return Field(key, key, kind, strict=True, comment=comment, closed=bool(kw.get("values")), **kw)
+
+
+def _rm_phase(**kw) -> Field:
+    return _rm("phase", "str", "exploration | formal", values=RM_PHASES, **kw)
+
+
+# manifest.json: the rm_runs row (run_id, kind, question_id, seed, notes and reference go elsewhere)
+RM_RUN_FIELDS: tuple[Field, ...] = (
+    _rm("task", "str", "e.g. ultrafeedback_bt_rm_rewardbench"), _rm("agent", "str"), _rm("base_model", "str"),
+    _rm("train_pairs", "int", "preference pairs the run may train on"), _rm("proxy_evaluator", "str"),
+    _rm("final_evaluator", "str"),
+    _rm("reference_id", "str", "-> rm_references: the same-protocol reference"),
+)
+# the manifest's `reference`: an rm_references row (its reference_id defaults to <task>/<evaluator>)
+RM_REFERENCE_FIELDS: tuple[Field, ...] = (
+    _rm("reference_id", "str"), _rm("task", "str"), _rm("evaluator", "str", required=True),
+    _rm("split", "str", "proxy | full", values=RM_SPLITS), _rm("n", "int"), _rm("score", "float", required=True),
+    _rm("direction", "str", "maximize | minimize", values=RM_DIRECTIONS),
+    _rm("protocol", "str", "how the reference was produced"),
+    _rm("train_s", "float", "the reference run's training seconds"),
+    _rm("score_s", "float", "the reference run's scoring seconds"),
+    _rm("peak_mem_mib", "float", "the reference run's peak training memory"),
+    _rm("notes", "str"),
+)
+# outcome.json: per phase, an rm_budgets row
+RM_BUDGET_FIELDS: tuple[Field, ...] = (
+    _rm("wall_clock_s", "float", "the budget the harness injected"),
+    _rm("reserve_s", "float", "held back from wall_clock_s for scoring/publishing"),
+    _rm("train_s", "float", "seconds spent training"), _rm("elapsed_s", "float", "seconds the whole phase ran"),
+    _rm("stop_reason", "str", "e.g. wall_clock_budget_exhausted, completed, submitted"),
+    _rm("steps", "int", "optimizer steps completed (cumulative progress)"),
+    _rm("members", "int", "soup members completed"), _rm("steps_per_member", "int"),
+    _rm("snapshots_published", "int"), _rm("snapshots_retained", "int"),
+)
+# jobs.jsonl: one rm_jobs row per line
+RM_JOB_FIELDS: tuple[Field, ...] = (
+    _rm("job", "str", "unique within the run, e.g. U-03/len256, formal", required=True),
+    _rm_phase(required=True), _rm("unit", "str", "U-01, U-02, ... (NULL for the formal replay)"),
+    _rm("title", "str"), _rm("pairs", "int"), _rm("steps_planned", "int"), _rm("steps_done", "int"),
+    _rm("micro_batch", "int"), _rm("grad_accum", "int"), _rm("learning_rate", "float"), _rm("seed", "int"),
+    _rm("members", "int", "soup members this job averaged"), _rm("seconds", "float", "training seconds"),
+    _rm("peak_mem_gb", "float", "peak GPU memory, GB as the run reports it"),
+    _rm("status", "str", "completed | killed | oom | failed"),
+    _rm("submitted", "bool", "the exploration evidence the submission rests on"), _rm("notes", "str"),
+)
+# steps.jsonl: one rm_steps row per line
+RM_STEP_FIELDS: tuple[Field, ...] = (
+    _rm("job", "str", required=True), _rm("step", "int", "cumulative optimizer step (progress)", required=True),
+    _rm("member", "int", "soup member index m (seed 42+m); 0 without a soup"),
+    _rm("loss", "float", "Bradley-Terry -log sigmoid(r_chosen - r_rejected)"),
+    _rm("accuracy", "float", "share of pairs with r_chosen > r_rejected"), _rm("lr", "float"),
+    _rm("grad_norm", "float"), _rm("seconds", "float", "wall seconds of the step"), _rm("peak_mem_gib", "float"),
+)
+# artifacts.jsonl: one rm_artifacts row per line
+RM_ARTIFACT_FIELDS: tuple[Field, ...] = (
+    _rm("job", "str", required=True),
+    _rm("progress", "int", "optimizer steps behind the artifact", required=True),
+    _rm("path", "str"), _rm("parameters", "bigint"), _rm("dtype", "str"), _rm("format", "str", "full | lora_delta"),
+    _rm("loadable", "bool"), _rm("retained", "bool", "kept (at most three per run are accepted)"),
+    _rm("members", "int", "soup members averaged into it"),
+)
+# evaluations/<id>.json: an rm_evaluations row (its receipt columns come from the summary's bytes
+# and its receipt, never from the record) and, under `sections`, its rm_eval_sections rows
+RM_EVALUATION_FIELDS: tuple[Field, ...] = (
+    _rm("evaluation_id", "str", "the summary's file stem", required=True), _rm("job", "str"),
+    _rm_phase(required=True), _rm("unit", "str"),
+    _rm("progress", "int", "the evaluated artifact's progress"), _rm("evaluator", "str", required=True),
+    _rm("split", "str", "proxy | full | proxy_rows (diagnostic)", required=True, values=RM_SPLITS),
+    _rm("direction", "str", "maximize | minimize", values=RM_DIRECTIONS), _rm("n", "int"), _rm("score", "float"),
+    _rm("se", "float", "descriptive weighted-binomial standard error"),
+    _rm("seconds", "float", "scoring seconds"),
+)
+RM_SECTION_FIELDS: tuple[Field, ...] = (_rm("score", "float"), _rm("n", "int"))

@@ -55,10 +55,10 @@ def test_bad_records_become_errors_and_the_good_ones_land(con):
     assert written.rows == 2
     assert sorted(written.errors) == [2, 3, 4, 5, 6]
     assert "not a finite number" in written.errors[2]
-    assert "'step' must be an integer" in written.errors[3]
-    assert "missing required field(s) job" in written.errors[4]
+    assert "step is boolean, expected an integer" == written.errors[3]  # ingest.normalize's reasons
+    assert "missing job" == written.errors[4]
     assert "not a JSON object" in written.errors[5]
-    assert "'lr' must be a number" in written.errors[6]
+    assert "lr is varchar, expected a finite number" == written.errors[6]
     assert rows(con, "SELECT line_no, path FROM ingest_errors ORDER BY 1")[0] == (
         2, f"train://{RUN}/steps.jsonl")
     assert rows(con, "SELECT step, extra FROM rm_steps ORDER BY step") == [
@@ -156,3 +156,20 @@ def test_the_same_evaluation_or_phase_under_another_source_replaces_it(con):
     write_budget(con, RUN, {"formal": {"train_s": 1.0}}, source_path="train://c")
     write_budget(con, RUN, {"formal": {"train_s": 2.0}}, source_path="train://d")
     assert rows(con, "SELECT train_s FROM rm_budgets") == [(2.0,)]
+
+
+def test_choices_are_the_vocabularys_and_refuse_other_values(con):
+    written = write_evaluation(con, RUN, {**SUMMARY, "split": "half"})
+    assert written.errors == {0: "split 'half' is not one of proxy, full, proxy_rows"}
+    written = write_run(con, {"run_id": RUN, "task": "t", "reference": {"evaluator": "e", "score": 1.0,
+                                                                          "direction": "up"}})
+    assert written.errors == {0: "direction 'up' is not one of maximize, minimize"}
+    assert rows(con, "SELECT count(*) FROM rm_evaluations") == [(0,)]
+    assert rows(con, "SELECT count(*) FROM rm_runs") == [(0,)]
+
+
+def test_an_integer_takes_a_whole_number_as_every_record_kind_does_and_refuses_a_fraction(con):
+    written = write_artifacts(con, RUN, [{"job": "formal", "progress": 64.0, "parameters": 2 ** 40},
+                                         {"job": "formal", "progress": 64.5}])
+    assert written.errors == {2: "progress is a fraction, expected an integer"}
+    assert rows(con, "SELECT progress, parameters FROM rm_artifacts") == [(64, 2 ** 40)]

@@ -1,7 +1,8 @@
 """The SQL views spell the vocabulary as warehouse.vocabulary does. SQL cannot import Python, so
 this reads the views' literals: the lists invariant_violations tests membership in equal the
 vocabulary's (every status, mode, sentinel reward and idle exc type, no more), and every
-status, mode and exc type any view compares a column with is one the vocabulary names."""
+status, mode, exc type and reward-model phase, split and direction any view compares a column
+with is one the vocabulary names."""
 from __future__ import annotations
 
 import re
@@ -19,7 +20,9 @@ SCALAR = re.compile(COLUMN + r"\s*(?P<op>=|<>|IS\s+DISTINCT\s+FROM|IS\s+NOT\s+DI
 KNOWN = {"status": vocab.STATUSES, "parent_status": vocab.STATUSES, "mode": vocab.MODES,
          "exc_type": vocab.IDLE_EXC_TYPES + (vocab.INFRASTRUCTURE_EXC_TYPE, vocab.TIMEOUT_EXC_TYPE,
                                              vocab.MEMORY_EXC_TYPE, vocab.MEMORY_LIMIT_ERROR,
-                                             vocab.DISK_LIMIT_ERROR, vocab.PROMPT_ERROR_EXC_TYPE)}
+                                             vocab.DISK_LIMIT_ERROR, vocab.PROMPT_ERROR_EXC_TYPE),
+         # the reward-model views' (rm_evaluations, rm_jobs, rm_budgets)
+         "phase": vocab.RM_PHASES, "split": vocab.RM_SPLITS, "direction": vocab.RM_DIRECTIONS}
 
 
 def _code(path: Path) -> str:

@@ -1,6 +1,6 @@
 """The project's modules import in one direction, by layers declared in pyproject.toml
-(`[tool.rollout-warehouse.import-layers]`): warehouse <- ingest <- train, and inside train/ a
-declared order of subpackages. Every import counts: at the top, inside a function (a lazy
+(`[tool.rollout-warehouse.import-layers]`): warehouse <- ingest <- train, inside train/ a
+declared order of subpackages, and inside warehouse/ its base below its applications. Every import counts: at the top, inside a function (a lazy
 import hides an edge, it does not remove it) and by name (a string naming a project module,
 as the CLIs' plugin lists load their commands through importlib). No module reaches itself
 through its own imports either: `train/distributed.py` <-> `train/run.py` and the loader <->
@@ -68,12 +68,12 @@ def package_layer(module: str) -> int:
     return LAYERS["packages"].index(module.split(".")[0])
 
 
-def train_layer(module: str) -> int:
-    """The index of the train layer declaring `module` (its longest declared prefix)."""
-    best = max(((len(p), i) for i, layer in enumerate(LAYERS["train"]) for p in layer if _within(module, p)),
+def inner_layer(module: str, package: str = "train") -> int:
+    """The index of the `package` layer declaring `module` (its longest declared prefix)."""
+    best = max(((len(p), i) for i, layer in enumerate(LAYERS[package]) for p in layer if _within(module, p)),
                default=None)
     if best is None:
-        raise AssertionError(f"{module} is in no layer of [tool.rollout-warehouse.import-layers] train")
+        raise AssertionError(f"{module} is in no layer of [tool.rollout-warehouse.import-layers] {package}")
     return best[1]
 
 
@@ -86,9 +86,12 @@ def layer_violations(edges: dict[str, dict[str, str]]) -> list[str]:
                 continue
             if package_layer(target) > package_layer(module):
                 out.append(f"{module} -> {target} ({how}): {target.split('.')[0]} is above {module.split('.')[0]}")
-            elif _within(module, "train") and _within(target, "train") and train_layer(target) > train_layer(module):
-                out.append(f"{module} -> {target} ({how}): layer {train_layer(target)} is above layer "
-                           f"{train_layer(module)}")
+                continue
+            for package in ("train", "warehouse"):
+                if _within(module, package) and _within(target, package) \
+                        and inner_layer(target, package) > inner_layer(module, package):
+                    out.append(f"{module} -> {target} ({how}): layer {inner_layer(target, package)} is above layer "
+                               f"{inner_layer(module, package)}")
     return out
 
 
@@ -106,7 +109,7 @@ def test_every_import_follows_the_declared_layers():
 def test_every_train_module_is_in_a_declared_layer():
     for module in _modules():
         if _within(module, "train"):
-            train_layer(module)
+            inner_layer(module)
 
 
 def test_the_declared_plugin_edges_are_there_and_loaded_by_name_only():
@@ -121,11 +124,13 @@ def test_the_checks_see_lazy_imports_and_names(tmp_path):
     source = tmp_path / "m.py"
     source.write_text('def f():\n    from train.run import run\n\nPLUGINS = [("ingest.cli", "ingest")]\n')
     assert _imports(source, {"train.run", "ingest.cli"}) == {"train.run": "import", "ingest.cli": "name"}
-    assert layer_violations({"warehouse.db": {"ingest.cli": "name"}, "train.policy.loader": {"train.rollout": "import"},
-                             "warehouse.cli": {"ingest.cli": "import"}}) == [
+    assert layer_violations({"warehouse.db": {"ingest.cli": "name", "warehouse.report": "import"},
+                             "train.policy.loader": {"train.rollout": "import"},
+                             "warehouse.cli": {"ingest.cli": "import", "warehouse.db": "import"}}) == [
         "train.policy.loader -> train.rollout (import): layer 4 is above layer 0",
         "warehouse.cli -> ingest.cli (import): ingest is above warehouse",
-        "warehouse.db -> ingest.cli (name): ingest is above warehouse"]
+        "warehouse.db -> ingest.cli (name): ingest is above warehouse",
+        "warehouse.db -> warehouse.report (import): layer 1 is above layer 0"]
 
 
 @pytest.mark.parametrize("module, never", [("train.distributed", "train.run"),

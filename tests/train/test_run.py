@@ -101,7 +101,7 @@ def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_u
 
     with connect(db_url, read_only=True) as con:
         rows = con.execute("SELECT round, mode, status, reward FROM nodes ORDER BY round, step, line_no").fetchall()
-        run_row = con.execute("SELECT arm, overrides, notes FROM runs").fetchone()
+        run_row = con.execute("SELECT arm, overrides, notes, settings_sources FROM runs").fetchone()
     assert len(rows) == 8 and [r["round"] for r in report.rounds] == [1, 2]
     assert {r[0] for r in rows if r[1] == "draft"} == {1, 2}  # draft_prob 1: drafts in round 2 too
     assert [r[2] for r in rows] == ["ok", "crashed"] * 4
@@ -109,8 +109,29 @@ def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_u
     assert json.loads(run_row[1])["tasks"] == [TASK]
     # --backend auto on CPU: transformers, recorded with its version
     assert json.loads(run_row[1])["backend"] == "hf" and json.loads(run_row[1])["backend_version"]
+    # each recorded setting with its source: --set, the --tasks flag, the run's own picks
+    assert json.loads(run_row[3]) == {"siblings_per_expansion": "--set", "expansions_per_round": "--set",
+                                      "initial_drafts": "--set", "draft_prob": "--set", "tasks": "flag",
+                                      "backend": "flag", "backend_version": "run", "model_dir": "run"}
     assert backends[0].calls[0].max_new_tokens == 24576  # a real model keeps the arm's response cap
     assert backends[0].calls[0].prompt_cap == 12288
+
+
+def test_recorded_sources_name_where_each_recorded_setting_came_from():
+    from train.settings import recorded_sources
+
+    opts = RunOptions(model="tiny", learn=True, backend="hf", checkpoint_root="/ckpt",
+                      sets={"update_epochs": "2", "prompt_cap": "100"})
+    _, _, overrides = resolve_settings(opts)
+    recorded = {**overrides, "backend": "hf", "backend_version": "4", "checkpoint_dir": "/ckpt",
+                "checkpoint_every": 1, "tasks": ["a"]}
+    assert recorded_sources(opts, recorded) == {
+        "prompt_cap": "--set", "update_epochs": "--set",  # given with --set
+        "response_cap": "run", "learning_rate": "run",  # the tiny policy's own cap and rate
+        "lr_schedule": "default", "lr_warmup_steps": "default", "kl_coef": "default", "kl_target": "default",
+        "backend": "flag", "checkpoint_dir": "flag", "checkpoint_every": "flag", "backend_version": "run",
+        "tasks": "run"}  # the bundled tasks it fell back to (no --tasks)
+    assert recorded_sources(RunOptions(tasks=("a",)), {"tasks": ["a"]}) == {"tasks": "flag"}
 
 
 def test_arm_tasks_missing_fall_back_to_bundled_with_a_notice(tmp_path):

@@ -48,7 +48,7 @@ def _round(trees: dict, rnd: int, siblings: int = 4) -> RoundWrite:
 
 def _run_row(seed: int = 0) -> RunRow:
     return RunRow(RUN_ID, "hr24k_u6", "09-multitask-humanrank", "tiny", seed, {"response_cap": 256, "tasks": list(TASKS)},
-                  "bundled tasks")
+                  "bundled tasks", sources={"tasks": "flag"})
 
 
 def _rows(db_url: str, sql: str) -> list:
@@ -224,7 +224,7 @@ def test_export_then_ingest_yields_the_same_rows(db_url, tmp_path):
                 "SELECT run_id, round, task, sibling_group, expansion_step, parent_id, size FROM sibling_groups ORDER BY ALL",
                 "SELECT run_id, round, task, nodes, valid, best_node_id, best_test_metric, gen_llm_seconds, "
                 "gen_exec_seconds, buffer_nodes FROM task_rounds ORDER BY ALL",
-                "SELECT run_id, arm, kind, seed, model, overrides, question_id FROM runs",
+                "SELECT run_id, arm, kind, seed, model, overrides, question_id, settings_sources FROM runs",
                 "SELECT run_id, step, total_s, gen_s, update_actor_s FROM steps ORDER BY ALL",
                 "SELECT * FROM step_metrics ORDER BY ALL"):
         trained, ingested = _rows(db_url, sql), _rows(other, sql)

@@ -133,3 +133,32 @@ def test_a_broken_view_is_one_line_naming_its_file(tmp_path, monkeypatch):
     with pytest.raises(migrate.TerminalError, match=r"view 'bad' in sql/bad.sql does not apply: .*nope") as err:
         migrate.upgrade(url)
     assert "\n" not in str(err.value)
+
+
+def test_0009_adds_settings_sources_to_a_warehouse_at_0008_and_its_runs_read_as_before(tmp_path):
+    """A warehouse with a run at 0008 gains runs.settings_sources (NULL for that run), and the
+    run page's settings fall back to "override" for its overrides."""
+    import json
+
+    from warehouse.db import connect
+    from warehouse.serve.details import settings
+
+    path = tmp_path / "old.duckdb"
+    url = f"duckdb:///{path}"
+    assert migrate.upgrade(url, "0008") == "0008"
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO runs (run_id, kind, lost, arm, overrides) VALUES ('r1', 'training', false, "
+                "'hr24k_u6', ?)", [json.dumps({"response_cap": 512, "kl_coef": 0.01})])
+    con.close()
+    assert migrate.upgrade(url) == migrate.head_revision()
+    with connect(url, read_only=True) as con:
+        assert con.execute("SELECT run_id, arm, overrides, settings_sources FROM runs").fetchall() == [
+            ("r1", "hr24k_u6", json.dumps({"response_cap": 512, "kl_coef": 0.01}), None)]
+        shown = settings(con, "r1")
+    assert {s["key"]: s["source"] for s in shown["knobs"]} == {"kl_coef": "override"}
+    assert {s["key"]: s["source"] for s in shown["arm"]}["response_cap"] == "override"
+    migrate.downgrade(url, "0008")
+    con = duckdb.connect(str(path), read_only=True)
+    columns = [r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").fetchall()]
+    con.close()
+    assert "settings_sources" not in columns and "overrides" in columns

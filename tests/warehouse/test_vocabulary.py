@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from ingest.load import STEP_COLUMNS
 from ingest.normalize import TIMING_FIELDS
@@ -149,7 +151,11 @@ def test_the_spelled_value_check(tmp_path, code, hits):
 
 # --- field lists: each record kind's fields are declared once, in the vocabulary
 RECORD_KINDS = {"node": vocab.NODE_FIELDS, "summary": vocab.SUMMARY_FIELDS,
-                "timing": vocab.TIMING_FIELDS, "step_metric": vocab.STEP_METRIC_FIELDS}
+                "timing": vocab.TIMING_FIELDS, "step_metric": vocab.STEP_METRIC_FIELDS,
+                "train_tokens": (*vocab.NODE_TRAIN_TOKEN_FIELDS,
+                                 *(vocab.Field(c, c, "float") for c in vocab.NODE_TRAIN_TOKEN_DERIVED_COLUMNS)),
+                **{name.lower(): getattr(vocab, name) for name in dir(vocab)
+                   if name.startswith("RM_") and name.endswith("_FIELDS")}}
 LOCATION = ["source_id", "line_no", "run_id", "round", "task"]  # a node's file, not its record
 
 
@@ -157,14 +163,30 @@ def _names(fields) -> set[str]:
     return {name for f in fields for name in (f.key, f.column, *(c for _, c in f.parts)) if name}
 
 
+_SQL_LIST = re.compile(r"\(([^()]+)\)")
+_NAME = re.compile(r'(?:\w+\.)?"?([A-Za-z_]\w*)"?')
+
+
+def _sql_column_lists(path: Path, shortest: int):
+    """(line, the names) of each parenthesized list of `shortest` or more plain column names in
+    a string, such as an INSERT's column list, leaving out the location columns every table has."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for inside in _SQL_LIST.findall(node.value):
+                names = [_NAME.fullmatch(part.strip()) for part in inside.split(",")]
+                if len(names) >= shortest and all(names):
+                    yield node.lineno, {m.group(1) for m in names} - set(LOCATION)
+
+
 def _spelled_field_lists(path: Path) -> list[int]:
-    """Line numbers of literals of strings, every one a key or column of one record kind, that
-    name twelve of them or two thirds of the kind: a second copy of (much of) the vocabulary's
-    field list. A page or a benchmark choosing the few columns it shows names fewer, or mixes in
-    names of its own."""
+    """Line numbers of literals of strings, or of SQL column lists in a string, every name a key
+    or column of one record kind, that name twelve of them or two thirds of the kind: a second
+    copy of (much of) the vocabulary's field list. A page or a benchmark choosing the few columns
+    it shows names fewer, or mixes in names of its own."""
     kinds = [_names(fields) for fields in RECORD_KINDS.values()]
-    return [line for line, values in _string_lists(path, 5)
-            if any(values <= names and (len(values) >= 12 or 3 * len(values) >= 2 * len(names)) for names in kinds)]
+    lists = [*_string_lists(path, 5), *_sql_column_lists(path, 5)]
+    return [line for line, values in sorted(lists, key=lambda hit: hit[0])
+            if values and any(values <= names and (len(values) >= 12 or 3 * len(values) >= 2 * len(names)) for names in kinds)]
 
 
 def test_no_product_module_spells_a_field_list_again():
@@ -178,8 +200,14 @@ def test_the_field_list_check_finds_a_copy(tmp_path):
         '        "exc_type", "exec_time", "term_tail", "is_buggy")\n'  # twelve node columns
         'PICK = ("task", "node_id", "status", "reward", "mode")\n'  # a query's own choice
         'STEP = ["step", "loss", "pg_loss", "kl", "clip_frac", "grad_norm", "entropy", "tokens"]\n'  # 8 of 11
-        'SHOW = ("loss", "kl", "grad_norm", "entropy", "tokens", "micro_batches", "peak_mem_gib")\n')  # 7 of 11
-    assert _spelled_field_lists(copy) == [1, 4]
+        'SHOW = ("loss", "kl", "grad_norm", "entropy", "tokens", "micro_batches", "peak_mem_gib")\n'  # 7 of 11
+        'TT = ("step", "advantage", "trainer_logprobs", "ref_logprobs", "ratios", "compared_tokens",\n'
+        '      "mult_prob_error_sum", "mult_prob_error_max")\n'  # 8 of node_train_tokens' 11 names
+        'SQL = ("INSERT INTO node_train_tokens (source_id, line_no, run_id, step, advantage, trainer_logprobs, "\n'
+        '       "ref_logprobs, ratios, compared_tokens, mult_prob_error_sum, mult_prob_error_max, abs_delta_gt_1, "\n'
+        '       "kl_to_ref_sum) SELECT 1")\n'  # the loader's list, spelled in its SQL
+        'PICK_SQL = "SELECT * FROM nodes WHERE status IN (\'ok\', \'crashed\') AND (step, reward) = (1, 2)"\n')
+    assert _spelled_field_lists(copy) == [1, 4, 6, 8]
 
 
 def test_the_node_tables_are_the_vocabularys_fields():
@@ -193,6 +221,21 @@ def test_the_node_tables_are_the_vocabularys_fields():
     assert {f.key for f in vocab.NODE_FIELDS if f.table == "node_payloads"} == set(PAYLOAD_COLUMNS)
     status, mode = (next(f for f in vocab.NODE_FIELDS if f.key == k) for k in ("status", "mode"))
     assert (status.values, mode.values) == (vocab.STATUSES, vocab.MODES)
+
+
+def test_the_train_token_table_is_the_vocabularys_fields():
+    from ingest.load import TRAIN_TOKEN_COLUMNS
+
+    table = metadata.tables["node_train_tokens"]
+    columns = [c.name for c in table.columns]
+    assert columns == ["source_id", "line_no", "run_id", *TRAIN_TOKEN_COLUMNS]
+    assert TRAIN_TOKEN_COLUMNS == (*(f.column for f in vocab.NODE_TRAIN_TOKEN_FIELDS),
+                                   *vocab.NODE_TRAIN_TOKEN_DERIVED_COLUMNS)
+    arrays = [c.name for c in table.columns if isinstance(c.type, sa.ARRAY)]
+    assert arrays == ["trainer_logprobs", "ref_logprobs", "ratios"]
+    assert all(type(table.c[name].type.item_type) is sa.Float for name in arrays)  # float32, not DOUBLE
+    assert {f.key for f in vocab.NODE_FIELDS if f.table == "node_train_tokens"} \
+        == {f.key for f in vocab.NODE_TRAIN_TOKEN_FIELDS}
 
 
 def test_the_summary_and_step_metric_columns_are_the_vocabularys_fields():
@@ -211,3 +254,35 @@ def test_the_sample_root_writes_each_schemas_keys_in_file_order():
     a = [f.key for f in vocab.NODE_FIELDS if f.since == "A"]
     assert len(a) == 25 and list(KEYS["A"]) == a
     assert list(KEYS["C"]) == [f.key for f in vocab.NODE_FIELDS if f.since != "train"]
+
+
+RM_TABLES = {"rm_runs": "RM_RUN_FIELDS", "rm_references": "RM_REFERENCE_FIELDS", "rm_budgets": "RM_BUDGET_FIELDS",
+             "rm_jobs": "RM_JOB_FIELDS", "rm_steps": "RM_STEP_FIELDS", "rm_artifacts": "RM_ARTIFACT_FIELDS",
+             "rm_evaluations": "RM_EVALUATION_FIELDS", "rm_eval_sections": "RM_SECTION_FIELDS"}
+#: the rm columns no record sets: the write fills them in (ids, the run, the receipt, the key)
+RM_BOOKKEEPING = {"source_id", "line_no", "run_id", "extra", "phase", "evaluation_id", "section", "reference_id",
+                  "official", "receipt_status", "summary_path", "summary_sha256", "summary_size", "receipt_path",
+                  "receipt_sha256", "receipt_size"}
+
+
+@pytest.mark.parametrize("table, name", sorted(RM_TABLES.items()))
+def test_each_rm_table_holds_its_record_kinds_fields_and_the_normalization_types_them(table, name):
+    from ingest.normalize import FIELDS
+
+    fields = getattr(vocab, name)
+    columns = {c.name: c for c in metadata.tables[table].columns}
+    record_columns = [c for c in columns if c not in RM_BOOKKEEPING or c in {f.column for f in fields}]
+    assert record_columns == [f.column for f in fields]
+    for f in fields:
+        assert f.strict and columns[f.column].nullable == (not f.required and not columns[f.column].primary_key)
+        assert f.closed == bool(f.values)
+    assert fields in FIELDS.values()  # typed by ingest.normalize, as every record kind
+
+
+def test_the_rm_record_api_spells_no_field_list_and_reads_the_vocabularys_choices():
+    from ingest import rm_records
+
+    assert not [name for name in vars(rm_records) if name.endswith("_FIELDS")]
+    assert (rm_records.PHASES, rm_records.SPLITS) == (vocab.RM_PHASES, vocab.RM_SPLITS)
+    phase = next(f for f in vocab.RM_JOB_FIELDS if f.key == "phase")
+    assert phase.values == vocab.RM_PHASES and phase.closed

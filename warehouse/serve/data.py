@@ -18,8 +18,8 @@ from warehouse.serve.params import INT32, INT64, BadRequestError, query_int  # n
 
 BUSY_WAIT_S = 3.0
 
-#: The per-round metrics the compare page plots, with the task_round_metrics column each
-#: comes from (a run's value for a round is the mean over its tasks, or the chosen task's).
+#: The per-round metrics the compare page plots: columns of task_round_metrics and of the view
+#: round_task_means (a run's value for a round is the mean over its tasks, or the chosen task's).
 COMPARE_METRICS = ("valid_reward_mean", "valid_rate", "reward_best", "mean_response_tokens",
                    "resp_clip_rate")
 #: The step metrics of the run page (step_metrics columns).
@@ -347,10 +347,15 @@ def _picked_runs(known: list[dict], runs: list[str], groups: dict[str, list[str]
 
 
 def _series(con, run_id: str, arm: str | None, task: str | None) -> Series:
-    columns = ", ".join(f'avg("{m}") AS "{m}"' for m in COMPARE_METRICS)
-    found = rows(con, f'SELECT "round", {columns} FROM "task_round_metrics" WHERE "run_id" = ? '
-                      'AND (CAST(? AS VARCHAR) IS NULL OR "task" = ?) GROUP BY "round" ORDER BY "round"',
-                 run_id, task, task)
+    """The run's round values: the mean over its tasks (view round_task_means), or the one
+    task's own (task_round_metrics)."""
+    columns = ", ".join(f'"{m}"' for m in COMPARE_METRICS)
+    if task is None:
+        found = rows(con, f'SELECT "round", {columns} FROM "round_task_means" WHERE "run_id" = ? ORDER BY "round"',
+                     run_id)
+    else:
+        found = rows(con, f'SELECT "round", {columns} FROM "task_round_metrics" WHERE "run_id" = ? AND "task" = ? '
+                          'ORDER BY "round"', run_id, task)
     return Series(run_id, arm, [r["round"] for r in found],
                   {m: [r[m] for r in found] for m in COMPARE_METRICS}, axes=round_axes(con, run_id))
 

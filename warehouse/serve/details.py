@@ -4,7 +4,9 @@ run_state's row, is warehouse.run_state.read_life: the HTML report shows it too)
 Each function reads on a connection the caller opened (:func:`warehouse.serve.data.reading`).
 Settings come from the run row (model, seed, runs.overrides: the knobs the run changed, the
 generation backend and its version) over its arm's row (caps, LoRA, learning rate, group
-sizes): a value the run overrode is marked as such. Checkpoints are the steps whose timing row
+sizes). Each overridden value shows the source `train run` recorded for it in
+runs.settings_sources (--set, run, default, flag: train.settings.settings_of); a run without
+them (an ingested data root) shows "override". Checkpoints are the steps whose timing row
 saved one, at `<checkpoint_dir>/<run_id>/global_step_<N>` (train run records checkpoint_dir),
 each checked on disk; artifacts are the adapters the round summaries name and, for a
 reward-model run, its published rm_artifacts.
@@ -25,8 +27,10 @@ GENERATION_KEYS = ("backend", "backend_version", "model_dir")
 HIDDEN_KEYS = ("tasks", "checkpoint_dir", "checkpoint_every")
 
 
-def overrides_of(run: dict | None) -> dict:
-    value = (run or {}).get("overrides")
+def overrides_of(run: dict | None, column: str = "overrides") -> dict:
+    """A JSON object column of the run row (overrides, settings_sources) as a dict; {} when
+    absent or not an object."""
+    value = (run or {}).get(column)
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -39,19 +43,24 @@ def settings(con, run_id: str) -> dict[str, list[dict]]:
     """Groups of {key, value, source}: run, arm (as the run saw it), generation, knobs."""
     run = (rows(con, 'SELECT * FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
     overrides = overrides_of(run)
+    recorded = overrides_of(run, "settings_sources")
+
+    def source(key: str, unrecorded: str = "override") -> str:
+        return str(recorded.get(key, unrecorded))
+
     arm = (rows(con, 'SELECT * FROM "arms" WHERE "name" = ?', run.get("arm")) or [{}])[0] if run.get("arm") else {}
     groups = {
         "run": [_setting(k, run.get(k), "run") for k in ("arm", "kind", "model", "seed", "question_id", "notes")
                 if run.get(k) is not None],
-        "arm": [_setting(k, overrides[k] if k in overrides else arm.get(k), "override" if k in overrides else "arm")
+        "arm": [_setting(k, overrides[k] if k in overrides else arm.get(k), source(k) if k in overrides else "arm")
                 for k in ARM_SETTINGS if (k in overrides or arm.get(k) is not None)
                 and not (k == "model" and run.get("model"))],  # the run's own model is under "run"
-        "generation": [_setting(k, overrides[k], "run") for k in GENERATION_KEYS if k in overrides],
-        "knobs": [_setting(k, v, "override") for k, v in sorted(overrides.items())
+        "generation": [_setting(k, overrides[k], source(k, "run")) for k in GENERATION_KEYS if k in overrides],
+        "knobs": [_setting(k, v, source(k)) for k, v in sorted(overrides.items())
                   if k not in ARM_SETTINGS and k not in GENERATION_KEYS and k not in HIDDEN_KEYS],
     }
     if "tasks" in overrides:
-        groups["run"].append(_setting("tasks", ", ".join(map(str, overrides["tasks"])), "override"))
+        groups["run"].append(_setting("tasks", ", ".join(map(str, overrides["tasks"])), source("tasks")))
     return {name: group for name, group in groups.items() if group}
 
 

@@ -134,6 +134,35 @@ def test_compare_picks_runs_and_arms_and_reads_the_decision_rule(client, demo_ur
     assert len(charts_of(client.get("/compare", params={"arm": arm}).text)["compare"]["data"]) == 5 * n
 
 
+def test_compare_values_are_each_tasks_metric_averaged_in_python_or_the_one_tasks_own(demo_url):
+    """The page reads the view round_task_means; the same numbers come from averaging
+    task_round_metrics' rows here, a task with a NULL value left out."""
+    from warehouse.serve import data
+
+    metrics = data.COMPARE_METRICS
+    found = sql(demo_url, f'SELECT "run_id", "round", "task", {", ".join(metrics)} FROM "task_round_metrics"')
+    runs = sorted({r[0] for r in found})
+    by_round: dict = {}
+    for run_id, round_, task, *values in found:
+        by_round.setdefault((run_id, round_), []).append((task, values))
+    page = data.compare_page(demo_url, runs, [])
+    compared = 0
+    for series in page.series:
+        rounds = sorted(r for run_id, r in by_round if run_id == series.run_id)
+        assert series.rounds == rounds
+        for i, m in enumerate(metrics):
+            for round_, got in zip(rounds, series.values[m]):
+                values = [v[i] for _, v in by_round[(series.run_id, round_)] if v[i] is not None]
+                assert got == (pytest.approx(sum(values) / len(values)) if values else None), (series.run_id, m)
+                compared += bool(values)
+    assert compared > 50  # the demo has dozens of run rounds with values
+    run_id, round_, task = next((r, n, t) for (r, n), tasks in sorted(by_round.items()) if len(tasks) > 1
+                                for t, _ in tasks)
+    (one,) = [s for s in data.compare_page(demo_url, [run_id], [], task=task).series]
+    own = dict(by_round[(run_id, round_)])[task]
+    assert [one.values[m][one.rounds.index(round_)] for m in metrics] == own
+
+
 def test_compare_by_arm_skips_the_arms_runs_without_rounds(demo_url, tmp_path):
     import shutil
 

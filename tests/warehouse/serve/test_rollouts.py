@@ -149,6 +149,34 @@ def test_run_page_shows_state_settings_and_checkpoints(client, demo_url):
         assert table.count("<tr>") == saved + 1 and f"/nowhere/{run_id}/global_step_" in table
 
 
+def test_run_page_shows_the_sources_the_run_recorded_and_override_where_it_recorded_none(client, demo_url):
+    from warehouse.db import connect
+
+    def sources_shown(html: str, group: str) -> dict:
+        table = html.split(f'id="settings-{group}"')[1].split("</table>")[0]
+        return dict(re.findall(r'<tr><th>(\w+)</th><td class="text">[^<]*</td><td class="source [\w-]+">([^<]+)</td>',
+                               table))
+
+    run_id = a_run_with_tasks(demo_url)
+    overrides = {"response_cap": 999, "kl_coef": 0.001, "update_epochs": 2, "backend": "hf", "backend_version": "4"}
+    with connect(demo_url) as con:
+        con.execute('UPDATE "runs" SET "overrides" = ?, "settings_sources" = NULL WHERE "run_id" = ?',
+                    [json.dumps(overrides), run_id])
+    html = client.get(f"/runs/{run_id}").text  # an ingested root's run: no sources recorded
+    assert sources_shown(html, "arm")["response_cap"] == "override"
+    assert sources_shown(html, "knobs") == {"kl_coef": "override", "update_epochs": "override"}
+    assert sources_shown(html, "generation") == {"backend": "run", "backend_version": "run"}
+    recorded = {"response_cap": "run", "kl_coef": "default", "update_epochs": "--set", "backend": "flag",
+                "backend_version": "run"}
+    with connect(demo_url) as con:
+        con.execute('UPDATE "runs" SET "settings_sources" = ? WHERE "run_id" = ?', [json.dumps(recorded), run_id])
+    html = client.get(f"/runs/{run_id}").text
+    assert sources_shown(html, "arm")["response_cap"] == "run"
+    assert sources_shown(html, "knobs") == {"kl_coef": "default", "update_epochs": "--set"}
+    assert sources_shown(html, "generation") == {"backend": "flag", "backend_version": "run"}
+    assert '<td class="source source-set">--set</td>' in html
+
+
 def test_charts_drop_empty_series_use_plain_exponents_and_link_their_points(client, demo_url):
     run_id = a_run_with_tasks(demo_url)
     charts = charts_of(client.get(f"/runs/{run_id}").text)
