@@ -306,7 +306,6 @@ def test_vllm_engine_settings_follow_the_knobs():
 @pytest.mark.parametrize("flag, wait_s", [([], 60.0), (["--lock-wait", "2.5"], 2.5)])
 def test_cli_run_lock_wait_is_the_wait_of_the_run_row_and_each_rounds_commit(db_url, model_dir, monkeypatch,
                                                                              flag, wait_s):
-    import train.run
     import train.writer
     from train.cli import main
 
@@ -322,7 +321,7 @@ def test_cli_run_lock_wait_is_the_wait_of_the_run_row_and_each_rounds_commit(db_
 
     for name in ("claim_run", "commit_round"):
         monkeypatch.setattr(train.writer, name, spy(name))
-    monkeypatch.setattr(train.run, "make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
     result = CliRunner().invoke(main, ["run", "--model", str(model_dir), "--rounds", "1", "--tasks", TASK, "--db",
                                        db_url.removeprefix("duckdb:///"), "--no-learn", "--set",
                                        "siblings_per_expansion=2", "--run-id", "r1", *flag])
