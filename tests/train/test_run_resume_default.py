@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.train.test_run import TASK, CannedBackend, model_dir  # noqa: F401 - shared fixtures
+from train.generate.base import completion_from_tokens, plan_prompts
 from tests.train.rollout.conftest import tiny_model, tiny_tokenizer  # noqa: F401 - shared fixtures
 from train.learn.checkpoint import KEEP_STEPS, default_root, saved_steps
 from warehouse.db import connect
@@ -26,9 +27,28 @@ def _steps(db_url: str, run_id: str) -> dict[int, tuple]:
     return {row[0]: row[1:] for row in rows}
 
 
+class LearningBackend(CannedBackend):
+    """CannedBackend's scripts, with the crashing (odd) siblings' response tokens other than the valid
+    ones'. With one token sequence for every sibling, a group's advantages (summing to zero) cancel
+    in the gradient, and whether step 1 moved the adapter at all was left to rounding."""
+
+    def generate(self, requests, sampling):
+        out = super().generate(requests, sampling)
+        plans = plan_prompts(self.tokenizer, requests, sampling)
+        for request, plan, completions in zip(requests, plans, out):
+            for i, completion in enumerate(completions):
+                if i % 2:
+                    text = completion.raw_completion
+                    completions[i] = completion_from_tokens(self.tokenizer, request.messages, plan.token_ids,
+                                                            [4, 5, 6], [-0.5, -0.5, -0.5])
+                    completions[i].raw_completion = text
+        return out
+
+
 @pytest.fixture
 def canned(monkeypatch):
-    monkeypatch.setattr("train.factories.make_backend", lambda opts, arm, knobs, policy: CannedBackend(policy.tokenizer))
+    monkeypatch.setattr("train.factories.make_backend",
+                        lambda opts, arm, knobs, policy: LearningBackend(policy.tokenizer))
 
 
 def test_an_interrupted_default_run_resumes_from_its_latest_step_with_its_learning(db_url, model_dir, canned,
