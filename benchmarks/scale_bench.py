@@ -2,6 +2,7 @@
 
     python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--scale 1,10] [--work DIR]
                                      [--layouts 2048,122880,ducklake] [--export] [--pages]
+                                     [--keep] [--json PATH]
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
 node files of about `--file-mb` MB, 16 nodes each), copied (hard links) under distinct run ids.
@@ -27,10 +28,16 @@ Every figure is printed with its growth factor against 1x of the same layout, an
 layouts' ratio at each scale; with `--pages`, each page's seconds with its growth factor
 against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files; it has no
 `warehouse compact` (DuckLake merges its own files).
+
+With `--keep` (DuckDB files only) the warehouses stay in the work folder for later
+measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and each smaller
+scale's copied as `rg<size>_<S>x.duckdb` once its figures are taken. `--json` writes every
+figure to a file as well.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import resource
@@ -197,10 +204,12 @@ class Warehouse:
 
 
 def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
-                   export: bool, pages: bool) -> dict[int, dict[str, float]]:
+                   export: bool, pages: bool, keep: bool = False,
+                   results: dict[int, dict[str, float]] | None = None, taken=lambda: None) -> dict[int, dict[str, float]]:
+    """Fill `results` (scale -> figures), calling `taken` after each scale's figures."""
     url, row_group_size = wh.url, wh.row_group_size
     _in_own_process(_init, row_group_size, url)
-    held, results = 0, {}
+    held, results = 0, {} if results is None else results
     for copy in range(1, max(scales) + 1):
         root = work / f"root_{copy}"
         shutil.rmtree(root, ignore_errors=True)
@@ -232,7 +241,13 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
             row["compact_s"], row["compact_rss_mb"] = _in_own_process(_compact, url)
             row["compacted_vs_jsonl"] = wh.size_mb() / row["jsonl_mb"]
         print(f"  {wh.label} {copy}x: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
-    wh.remove()
+        taken()
+        if keep and not wh.lake and copy != max(scales):
+            for path in wh.paths:
+                if path.exists():
+                    shutil.copyfile(path, path.with_name(path.name.replace(".duckdb", f"_{copy}x.duckdb")))
+    if not (keep and not wh.lake):
+        wh.remove()
     return results
 
 
@@ -287,7 +302,12 @@ def main() -> None:
     parser.add_argument("--pages", action="store_true", help="also time each dashboard page")
     parser.add_argument("--export", action="store_true", help="also time `warehouse export`")
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each scale's DuckDB file in the work folder (needs --work)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
     args = parser.parse_args()
+    if args.keep and args.work is None:
+        parser.error("--keep needs --work (the folder the warehouses stay in)")
     scales = sorted({int(s) for s in args.scale.split(",")})
     work = args.work or Path(tempfile.mkdtemp(prefix="scale_bench_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -301,7 +321,13 @@ def main() -> None:
     print(f"root: {size:.1f} MB of node JSONL, {nodes} nodes; scales {scales}; work {work}", flush=True)
     results = {}
     for layout in args.layouts.split(","):
-        results[layout] = measure_layout(Warehouse(layout, work), base, work, scales, args.export, args.pages)
+        results[layout] = {}
+
+        def taken() -> None:
+            if args.json:
+                args.json.write_text(json.dumps({"root_mb": size, "nodes": nodes, "results": results}, indent=1))
+        measure_layout(Warehouse(layout, work), base, work, scales, args.export, args.pages, args.keep,
+                       results[layout], taken)
     print_table(results, scales)
     if args.pages:
         print_pages(results, scales)
