@@ -184,22 +184,35 @@ class RunPage:
 
 
 def run_page(url: str, run_id: str) -> RunPage:
-    from warehouse.serve import details
+    with reading(url) as con:
+        return _run_page(con, run_id)
+
+
+def any_run_page(url: str, run_id: str) -> RunPage | RmPage:
+    """The run's page: a reward-model run's (RmPage) or a trainer run's (RunPage), read on one
+    connection."""
+    from warehouse.rm_report import is_reward_model_run as is_rm
 
     with reading(url) as con:
-        try:
-            data = read_run(con, run_id)
-        except TerminalError as exc:
-            raise NotFoundError(str(exc)) from None
-        steps = rows(con, 'SELECT * FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
-        source = "step_metrics" if steps else None
-        if not steps:
-            steps = wandb_steps(con, run_id)
-            source = "W&B history" if steps else None
-        version = _run_version(con, run_id)
-        return RunPage(data, steps, version, data.life, details.settings(con, run_id),
-                       details.checkpoints(con, run_id), details.artifacts(con, run_id),
-                       round_axes(con, run_id), source)
+        return _rm_page(con, run_id) if is_rm(con, run_id) else _run_page(con, run_id)
+
+
+def _run_page(con, run_id: str) -> RunPage:
+    from warehouse.serve import details
+
+    try:
+        data = read_run(con, run_id)
+    except TerminalError as exc:
+        raise NotFoundError(str(exc)) from None
+    steps = rows(con, 'SELECT * FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
+    source = "step_metrics" if steps else None
+    if not steps:
+        steps = wandb_steps(con, run_id)
+        source = "W&B history" if steps else None
+    version = _run_version(con, run_id)
+    return RunPage(data, steps, version, data.life, details.settings(con, run_id),
+                   details.checkpoints(con, run_id), details.artifacts(con, run_id),
+                   round_axes(con, run_id), source)
 
 
 def wandb_steps(con, run_id: str) -> list[dict]:
@@ -436,9 +449,19 @@ def nodes_page(url: str, run_id: str, params) -> object:
     from warehouse.serve import rollouts
 
     with reading(url) as con:
-        if not con.execute('SELECT 1 FROM "run_metrics" WHERE "run_id" = ?', [run_id]).fetchone():
+        if not _has_rows(con, run_id):
             raise NotFoundError(f"no run {run_id!r} in the warehouse")
         return rollouts.node_list(con, run_id, rollouts.NodeQuery.from_params(params))
+
+
+def _has_rows(con, run_id: str) -> bool:
+    """Whether run_metrics has a row for the run: one of the tables its rows come from (runs,
+    nodes, task_rounds, steps) names it. Read from those tables' keys, not through the view,
+    which would compute the run's metrics to answer."""
+    return con.execute('SELECT EXISTS (SELECT 1 FROM "runs" WHERE "run_id" = $1) '
+                       'OR EXISTS (SELECT 1 FROM "nodes" WHERE "run_id" = $1) '
+                       'OR EXISTS (SELECT 1 FROM "task_rounds" WHERE "run_id" = $1) '
+                       'OR EXISTS (SELECT 1 FROM "steps" WHERE "run_id" = $1)', [run_id]).fetchone()[0]
 
 
 # --- reward-model runs ----------------------------------------------------------------------
@@ -452,21 +475,13 @@ class RmPage:
     artifacts: list = field(default_factory=list)
 
 
-def is_reward_model_run(url: str, run_id: str) -> bool:
-    from warehouse.rm_report import is_reward_model_run as is_rm
-
-    with reading(url) as con:
-        return is_rm(con, run_id)
-
-
-def rm_page(url: str, run_id: str) -> RmPage:
+def _rm_page(con, run_id: str) -> RmPage:
     """A reward-model run: the static report's data (rm_report) plus its proxy/final pairs."""
     from warehouse.rm_report import read_rm_run
 
     from warehouse.serve import details
 
-    with reading(url) as con:
-        data = read_rm_run(con, run_id)
-        pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
-        return RmPage(data, pairs, read_life(con, run_id), details.settings(con, run_id),
-                      details.artifacts(con, run_id))
+    data = read_rm_run(con, run_id)
+    pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
+    return RmPage(data, pairs, read_life(con, run_id), details.settings(con, run_id),
+                  details.artifacts(con, run_id))
