@@ -7,7 +7,10 @@ and skips the row groups that cannot hold the id, so it reads a few row groups p
 then it unrolls only the payloads of the nodes found, through `node_tokens`' own SELECT, so
 its rows are the view's rows for that id (tests/warehouse/test_token_search.py compares them).
 Reading a node's arrays reads its whole row group's (2,048 payloads): an id held by nodes
-in every row group costs about what the view costs.
+in every row group costs about what the view costs. `search_token_nodes` answers from the
+index and `nodes` alone, one row per node holding the id and no token array read: the
+across-all-runs question, at the cost of an index lookup (positions and logprobs are then
+read for the nodes or run asked about).
 """
 from __future__ import annotations
 
@@ -45,6 +48,27 @@ def search_token(url: str, token_id: int, run_id: str | None = None):
     with connect(url, read_only=True) as con:
         require_head(con, url)
         cur = find_token(con, token_id, run_id)
+        return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
+
+
+#: the nodes holding a token id, from the index and the lean nodes table (no token array)
+NODES_HOLDING = (f'SELECT n."run_id", n."round", n."task", n."node_id", n."source_id", n."line_no", '
+                 f'n."n_response_tokens" FROM "{INDEX}" AS i JOIN "nodes" AS n USING ("source_id", "line_no") '
+                 'WHERE i."token_id" = $1 AND ($2 IS NULL OR n."run_id" = $2) '
+                 'ORDER BY n."run_id", n."round", n."task", n."node_id", n."source_id", n."line_no"')
+
+
+def search_token_nodes(url: str, token_id: int, run_id: str | None = None):
+    """The nodes (of `run_id`, or of every run) whose response holds `token_id`, one row each
+    in (run, round, task, node) order, read from the token index without reading any token
+    array: a `warehouse.query.Result`. The same nodes as `search_token`'s rows name."""
+    from warehouse.db import connect
+    from warehouse.query import Result
+    from warehouse.revision import require_head
+
+    with connect(url, read_only=True) as con:
+        require_head(con, url)
+        cur = con.execute(NODES_HOLDING, [token_id, run_id])
         return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
 
 
