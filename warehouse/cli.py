@@ -148,11 +148,14 @@ def sql(obj: dict, query: str, fmt: str, allow_files: bool) -> None:
 @main.command()
 @click.pass_obj
 def tables(obj: dict) -> None:
-    """List tables and views with their row counts."""
-    from warehouse.query import list_tables
+    """List tables and views with their row counts (on DuckLake, views with their grain only)."""
+    from warehouse.config import is_ducklake
+    from warehouse.query import LAKE_VIEWS_NOT_COUNTED, list_tables
     from warehouse.terminal import render
 
     click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
+    if is_ducklake(obj["db_url"]):
+        click.echo(LAKE_VIEWS_NOT_COUNTED)
 
 
 @main.command()
