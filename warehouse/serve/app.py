@@ -179,13 +179,18 @@ class Pages:
         from urllib.parse import urlencode
 
         rnd = data.query_int(request.query_params, "round")
+        part = "tokens" if request.query_params.get("part") == "tokens" else "page"
         page = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
                          rnd if rnd is not None and rnd >= 0 else None,
                          all_tokens=request.query_params.get("tokens") == "all",
-                         shade_by=request.query_params.get("shade") or "sampler")
-        every = "?" + urlencode({**request.query_params, "tokens": "all"})  # this page, every token drawn
-        return self.render(request, "node.html", node=page.node, family=page.family, tokens=page.tokens,
-                           all_tokens_href=every)
+                         shade_by=request.query_params.get("shade") or "sampler", part=part)
+        asked = {k: v for k, v in request.query_params.items() if k != "part"}
+        every = "?" + urlencode({**asked, "tokens": "all"})  # this page, every token drawn
+        if part == "tokens":  # the token section alone, which the page fetches after it shows
+            return self.render(request, "node_tokens.html", node=page.node, tokens=page.tokens,
+                               all_tokens_href=every)
+        return self.render(request, "node.html", node=page.node, family=page.family,
+                           tokens_href="?" + urlencode({**asked, "part": "tokens"}))
 
     def nodes(self, request: Request) -> Response:
         from urllib.parse import urlencode

@@ -327,8 +327,10 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
                    "arms": sorted({r["arm"] for r in known if r["arm"] is not None}),
                    "models": sorted({r["model"] for r in known if r["model"] is not None}),
                    "task_sets": sorted({r["task_set"] for r in known if r["task_set"] is not None}),
+                   # task_round_metrics' tasks, from its keys' tables (task_rounds, nodes): the
+                   # view would compute every task-round's metrics to list them
                    "tasks": [r[0] for r in con.execute(
-                       'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
+                       'SELECT "task" FROM "task_rounds" UNION SELECT "task" FROM "nodes" ORDER BY 1').fetchall()]}
         picked = _picked_runs(known, runs, {"arm": arms, "model": models, "task_set": task_sets})
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
         # a run matched by arm, model or task set with no round (a launch that failed before
@@ -404,9 +406,8 @@ SELECT n."run_id", n."round", n."task", n."node_id", n."mode", n."status", n."re
        n."n_response_tokens", n."plan", n."term_tail", n."source_id", n."line_no", n."depth",
        n."exec_pending_s", n."exec_stage_s", n."exec_exec_s", n."exec_retrieve_s", n."returncode",
        n."mem_peak_gi", n."gpu_util", n."source",
-       p."code", p."prompt_messages", p."raw_completion", p."thinking",
-       p."response_token_ids", p."response_logprobs", n."policy_version",
-       tt."trainer_logprobs", tt."ref_logprobs", tt."advantage", tt."step" AS "train_step"
+       p."code", p."prompt_messages", p."raw_completion", p."thinking", n."policy_version",
+       tt."advantage", tt."step" AS "train_step"
 FROM "nodes" AS n
 LEFT JOIN "node_payloads" AS p USING ("source_id", "line_no")
 LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
@@ -415,20 +416,30 @@ WHERE n."run_id" = ? AND n."node_id" = ?
 ORDER BY n."round", n."source_id", n."line_no"
 LIMIT 1
 '''
+#: The node's token arrays, read apart from its page: reading them reads the arrays of the
+#: whole row group the payload sits in (2,048 payloads), seconds for long responses, where the
+#: page's text columns are read a row at a time.
+TOKENS_SQL = '''
+SELECT p."response_token_ids", p."response_logprobs", tt."trainer_logprobs", tt."ref_logprobs"
+FROM "node_payloads" AS p
+LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
+WHERE p."source_id" = ? AND p."line_no" = ?
+'''
 
 
 @dataclass
 class NodePage:
     node: dict
     family: dict           # parent, siblings, children, group (rollouts.family)
-    tokens: object         # rollouts.Tokens
+    tokens: object = None  # rollouts.Tokens, when the token section was asked for
 
 
 def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
-         all_tokens: bool = False, shade_by: str = "sampler") -> NodePage:
-    """One node with its payload (plan, code, term_tail, the prompt messages), its family and
-    its response token by token (the first rollouts.SHOWN_TOKENS unless `all_tokens`, shaded
-    by `shade_by`, rollouts.SHADES)."""
+         all_tokens: bool = False, shade_by: str = "sampler", part: str = "page") -> NodePage:
+    """One node: with `part` "page", its payload's text (plan, code, term_tail, the prompt
+    messages) and its family; with "tokens", its response token by token (the first
+    rollouts.SHOWN_TOKENS unless `all_tokens`, shaded by `shade_by`, rollouts.SHADES), which
+    the page loads apart."""
     from warehouse.serve import rollouts
 
     with reading(url) as con:
@@ -436,11 +447,15 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
         if not found:
             raise NotFoundError(f"no node {node_id!r} in run {run_id!r}")
         record = found[0]
+        if part == "tokens":
+            arrays = rows(con, TOKENS_SQL, record["source_id"], record["line_no"])
+            record.update(arrays[0] if arrays else {})
+            run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
+            return NodePage(record, {}, rollouts.tokens(
+                record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS, shade_by=shade_by))
         family = rollouts.family(con, record)
-        run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
-    return NodePage(record, family, rollouts.tokens(record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS,
-                                                            shade_by=shade_by))
+    return NodePage(record, family)
 
 
 def nodes_page(url: str, run_id: str, params) -> object:
