@@ -18,8 +18,10 @@ so that its peak RSS is its own:
 * tables: `warehouse tables` (every relation's row count);
 * token search: one token id across all runs, through the token index (`warehouse token`,
   warehouse/tokens.py), and through `node_tokens` alone (every array unrolled), same rows;
+  and the nodes holding it from the index alone (`warehouse token --nodes`, no array read);
 * pages (with `--pages`): each dashboard page (runs, run, nodes, node, compare, quality)
-  through Starlette's test client, after one warm-up request;
+  through Starlette's test client, after one warm-up request, and the node page's token
+  section, which the page fetches after it shows (`node_tokens`: the longest response's);
 * export (with `--export`): `warehouse export` of the whole warehouse;
 * the file's size against the node JSONL it holds, and at the largest scale after
   `warehouse compact`.
@@ -98,6 +100,14 @@ def _token_search(url: str) -> tuple[float, float, int]:
         return time.perf_counter() - t0, _peak_mb(), len(rows)
 
 
+def _token_nodes(url: str) -> tuple[float, float, int]:
+    from warehouse.tokens import search_token_nodes
+
+    t0 = time.perf_counter()
+    rows = search_token_nodes(url, TOKEN_ID).rows
+    return time.perf_counter() - t0, _peak_mb(), len({r[:6] for r in rows})
+
+
 def _token_view(url: str) -> tuple[float, float, int]:
     from warehouse.db import connect
 
@@ -120,8 +130,8 @@ def _pages(url: str) -> dict[str, float]:
         node = con.execute('SELECT "node_id" FROM "nodes" WHERE "run_id" = ? ORDER BY "n_response_tokens" DESC '
                            'LIMIT 1', [runs[0]]).fetchone()[0]
     paths = {"runs": "/", "run": f"/runs/{runs[0]}", "nodes": f"/runs/{runs[0]}/nodes",
-             "node": f"/runs/{runs[0]}/nodes/{node}", "compare": f"/compare?run={runs[0]}&run={runs[-1]}",
-             "quality": "/quality"}
+             "node": f"/runs/{runs[0]}/nodes/{node}", "node_tokens": f"/runs/{runs[0]}/nodes/{node}?part=tokens",
+             "compare": f"/compare?run={runs[0]}&run={runs[-1]}", "quality": "/quality"}
     seconds = {}
     with TestClient(create_app(url)) as client:
         assert client.get(f"/api/runs/{runs[0]}/version").status_code == 200
@@ -226,8 +236,10 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
         shutil.rmtree(two)
         row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)
         row["token_search_s"], row["token_search_rss_mb"], found = _in_own_process(_token_search, url)
+        row["token_nodes_s"], row["token_nodes_rss_mb"], holding = _in_own_process(_token_nodes, url)
         row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
         assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
+        assert 0 < holding <= found or holding == found == 0, (holding, found)  # nodes of those rows
         if pages:
             row.update(_in_own_process(_pages, url))
         if export:
