@@ -107,16 +107,16 @@ def list_tables(url: str) -> Result:
         ).fetchall()
         lake = is_ducklake_connection(con)
         by_length = LAKE_COUNTED_BY_LENGTH if lake else COUNTED_BY_LENGTH
-        rows = []
-        for name, kind in names:
-            view = kind == "VIEW"
-            if not lake:
-                rows.append((name, "view" if view else "table", _count(con, name, by_length)))
-            elif view and name not in by_length:
-                rows.append((name, "view", None, view_grain(name)))
-            else:
-                rows.append((name, "view" if view else "table", _count(con, name, by_length), None))
-    return Result(["name", "kind", "rows", "grain"] if lake else ["name", "kind", "rows"], rows)
+        if not lake:
+            rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name, by_length))
+                    for name, kind in names]
+            return Result(["name", "kind", "rows"], rows)
+        counted = [name for name, kind in names if kind != "VIEW" or name in by_length]
+        counts = _count_together(con, counted, by_length)
+        rows = [(name, "view" if kind == "VIEW" else "table", counts.get(name),
+                 view_grain(name) if kind == "VIEW" and name not in by_length else None)
+                for name, kind in names]
+    return Result(["name", "kind", "rows", "grain"], rows)
 
 
 LAKE_VIEWS_NOT_COUNTED = ("Views but node_tokens (a sum of lengths) are not counted on DuckLake (rows empty): "
@@ -143,9 +143,24 @@ def view_grain(name: str) -> str | None:
     return re.split(r"[.:](?:\s|$)", grain, maxsplit=1)[0] or None  # up to its first sentence's end or colon
 
 
-def _count(con, name: str, by_length: dict[str, str]) -> int | str:
-    quoted = '"' + name.replace('"', '""') + '"'
+def _count_together(con, names: list[str], by_length: dict[str, str]) -> dict[str, int | str]:
+    """Each relation's count in one statement (on DuckLake each statement reads the catalog's
+    snapshot and stats again: one statement for all is 2-4x faster than one each); one by one
+    where that statement fails, so a relation that cannot be counted still gets its line."""
+    parts = [f"({by_length[name]})" if name in by_length else f"(SELECT count(*) FROM {_quoted(name)})"
+             for name in names]
     try:
-        return con.execute(by_length.get(name, f"SELECT count(*) FROM {quoted}")).fetchone()[0]
+        return dict(zip(names, con.execute("SELECT " + ", ".join(parts)).fetchone())) if names else {}
+    except Exception:  # noqa: BLE001 - counted one by one below, each error on its own line
+        return {name: _count(con, name, by_length) for name in names}
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _count(con, name: str, by_length: dict[str, str]) -> int | str:
+    try:
+        return con.execute(by_length.get(name, f"SELECT count(*) FROM {_quoted(name)}")).fetchone()[0]
     except Exception as exc:  # noqa: BLE001 - a broken view still gets listed
         return f"error: {str(exc).splitlines()[0]}"
