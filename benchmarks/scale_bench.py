@@ -96,7 +96,7 @@ def _token_search(url: str) -> tuple[float, float, int]:
 
     with connect(url, read_only=True) as con:
         t0 = time.perf_counter()
-        rows = find_token(con, TOKEN_ID).fetchall()
+        rows = find_token(con, TOKEN_ID).rows
         return time.perf_counter() - t0, _peak_mb(), len(rows)
 
 

@@ -70,9 +70,12 @@ def _token_ids(url: str) -> list[tuple[int, int]]:
     return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
 
 
-@pytest.mark.parametrize("narrowed_up_to", [tokens.MAX_NARROWED_NODES, 1])  # 1: common ids read the view whole
-def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to):
+@pytest.mark.parametrize("narrowed_up_to, per_statement", [(tokens.MAX_NARROWED_NODES, tokens.NODES_PER_STATEMENT),
+                                                             (tokens.MAX_NARROWED_NODES, 2),  # many statements
+                                                             (1, tokens.NODES_PER_STATEMENT)])  # the view whole
+def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to, per_statement):
     monkeypatch.setattr(tokens, "MAX_NARROWED_NODES", narrowed_up_to)
+    monkeypatch.setattr(tokens, "NODES_PER_STATEMENT", per_statement)
     url, _ = warehouse
     _index_equals_its_payloads(url)
     with connect(url, read_only=True) as con:
