@@ -2,6 +2,7 @@
 
     python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--scale 1,10] [--work DIR]
                                      [--layouts 2048,122880,ducklake] [--export] [--pages]
+                                     [--keep] [--json PATH]
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
 node files of about `--file-mb` MB, 16 nodes each), copied (hard links) under distinct run ids.
@@ -17,8 +18,10 @@ so that its peak RSS is its own:
 * tables: `warehouse tables` (every relation's row count);
 * token search: one token id across all runs, through the token index (`warehouse token`,
   warehouse/tokens.py), and through `node_tokens` alone (every array unrolled), same rows;
+  and the nodes holding it from the index alone (`warehouse token --nodes`, no array read);
 * pages (with `--pages`): each dashboard page (runs, run, nodes, node, compare, quality)
-  through Starlette's test client, after one warm-up request;
+  through Starlette's test client, after one warm-up request, and the node page's token
+  section, which the page fetches after it shows (`node_tokens`: the longest response's);
 * export (with `--export`): `warehouse export` of the whole warehouse;
 * the file's size against the node JSONL it holds, and at the largest scale after
   `warehouse compact`.
@@ -27,10 +30,16 @@ Every figure is printed with its growth factor against 1x of the same layout, an
 layouts' ratio at each scale; with `--pages`, each page's seconds with its growth factor
 against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files; it has no
 `warehouse compact` (DuckLake merges its own files).
+
+With `--keep` (DuckDB files only) the warehouses stay in the work folder for later
+measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and each smaller
+scale's copied as `rg<size>_<S>x.duckdb` once its figures are taken. `--json` writes every
+figure to a file as well.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import resource
@@ -87,8 +96,16 @@ def _token_search(url: str) -> tuple[float, float, int]:
 
     with connect(url, read_only=True) as con:
         t0 = time.perf_counter()
-        rows = find_token(con, TOKEN_ID).fetchall()
+        rows = find_token(con, TOKEN_ID).rows
         return time.perf_counter() - t0, _peak_mb(), len(rows)
+
+
+def _token_nodes(url: str) -> tuple[float, float, int]:
+    from warehouse.tokens import search_token_nodes
+
+    t0 = time.perf_counter()
+    rows = search_token_nodes(url, TOKEN_ID).rows
+    return time.perf_counter() - t0, _peak_mb(), len({r[:6] for r in rows})
 
 
 def _token_view(url: str) -> tuple[float, float, int]:
@@ -113,8 +130,8 @@ def _pages(url: str) -> dict[str, float]:
         node = con.execute('SELECT "node_id" FROM "nodes" WHERE "run_id" = ? ORDER BY "n_response_tokens" DESC '
                            'LIMIT 1', [runs[0]]).fetchone()[0]
     paths = {"runs": "/", "run": f"/runs/{runs[0]}", "nodes": f"/runs/{runs[0]}/nodes",
-             "node": f"/runs/{runs[0]}/nodes/{node}", "compare": f"/compare?run={runs[0]}&run={runs[-1]}",
-             "quality": "/quality"}
+             "node": f"/runs/{runs[0]}/nodes/{node}", "node_tokens": f"/runs/{runs[0]}/nodes/{node}?part=tokens",
+             "compare": f"/compare?run={runs[0]}&run={runs[-1]}", "quality": "/quality"}
     seconds = {}
     with TestClient(create_app(url)) as client:
         assert client.get(f"/api/runs/{runs[0]}/version").status_code == 200
@@ -197,10 +214,12 @@ class Warehouse:
 
 
 def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
-                   export: bool, pages: bool) -> dict[int, dict[str, float]]:
+                   export: bool, pages: bool, keep: bool = False,
+                   results: dict[int, dict[str, float]] | None = None, taken=lambda: None) -> dict[int, dict[str, float]]:
+    """Fill `results` (scale -> figures), calling `taken` after each scale's figures."""
     url, row_group_size = wh.url, wh.row_group_size
     _in_own_process(_init, row_group_size, url)
-    held, results = 0, {}
+    held, results = 0, {} if results is None else results
     for copy in range(1, max(scales) + 1):
         root = work / f"root_{copy}"
         shutil.rmtree(root, ignore_errors=True)
@@ -217,8 +236,10 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
         shutil.rmtree(two)
         row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)
         row["token_search_s"], row["token_search_rss_mb"], found = _in_own_process(_token_search, url)
+        row["token_nodes_s"], row["token_nodes_rss_mb"], holding = _in_own_process(_token_nodes, url)
         row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
         assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
+        assert 0 < holding <= found or holding == found == 0, (holding, found)  # nodes of those rows
         if pages:
             row.update(_in_own_process(_pages, url))
         if export:
@@ -232,7 +253,13 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
             row["compact_s"], row["compact_rss_mb"] = _in_own_process(_compact, url)
             row["compacted_vs_jsonl"] = wh.size_mb() / row["jsonl_mb"]
         print(f"  {wh.label} {copy}x: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
-    wh.remove()
+        taken()
+        if keep and not wh.lake and copy != max(scales):
+            for path in wh.paths:
+                if path.exists():
+                    shutil.copyfile(path, path.with_name(path.name.replace(".duckdb", f"_{copy}x.duckdb")))
+    if not (keep and not wh.lake):
+        wh.remove()
     return results
 
 
@@ -287,7 +314,12 @@ def main() -> None:
     parser.add_argument("--pages", action="store_true", help="also time each dashboard page")
     parser.add_argument("--export", action="store_true", help="also time `warehouse export`")
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each scale's DuckDB file in the work folder (needs --work)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
     args = parser.parse_args()
+    if args.keep and args.work is None:
+        parser.error("--keep needs --work (the folder the warehouses stay in)")
     scales = sorted({int(s) for s in args.scale.split(",")})
     work = args.work or Path(tempfile.mkdtemp(prefix="scale_bench_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -301,7 +333,13 @@ def main() -> None:
     print(f"root: {size:.1f} MB of node JSONL, {nodes} nodes; scales {scales}; work {work}", flush=True)
     results = {}
     for layout in args.layouts.split(","):
-        results[layout] = measure_layout(Warehouse(layout, work), base, work, scales, args.export, args.pages)
+        results[layout] = {}
+
+        def taken() -> None:
+            if args.json:
+                args.json.write_text(json.dumps({"root_mb": size, "nodes": nodes, "results": results}, indent=1))
+        measure_layout(Warehouse(layout, work), base, work, scales, args.export, args.pages, args.keep,
+                       results[layout], taken)
     print_table(results, scales)
     if args.pages:
         print_pages(results, scales)

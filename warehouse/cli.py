@@ -148,26 +148,33 @@ def sql(obj: dict, query: str, fmt: str, allow_files: bool) -> None:
 @main.command()
 @click.pass_obj
 def tables(obj: dict) -> None:
-    """List tables and views with their row counts."""
-    from warehouse.query import list_tables
+    """List tables and views with their row counts (on DuckLake, views with their grain only)."""
+    from warehouse.config import is_ducklake
+    from warehouse.query import LAKE_VIEWS_NOT_COUNTED, list_tables
     from warehouse.terminal import render
 
     click.echo(render(list_tables(obj["db_url"]), "table"), nl=False)
+    if is_ducklake(obj["db_url"]):
+        click.echo(LAKE_VIEWS_NOT_COUNTED)
 
 
 @main.command()
 @click.argument("token_id", type=int)
 @click.option("--run", "run_id", metavar="RUN", help="Only this run's nodes (default: every run).")
+@click.option("--nodes", "nodes_only", is_flag=True,
+              help="One row per node holding it, from the token index alone (no token array is read: "
+                   "fast across all runs); without it, every occurrence with its position and logprobs.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format.")
 @click.pass_obj
-def token(obj: dict, token_id: int, run_id: str | None, fmt: str) -> None:
+def token(obj: dict, token_id: int, run_id: str | None, nodes_only: bool, fmt: str) -> None:
     """Every occurrence of TOKEN_ID in a node's response, across all runs: node_tokens' rows
     for it, found through the token index without unrolling every token array."""
     from warehouse.terminal import render
-    from warehouse.tokens import search_token
+    from warehouse.tokens import search_token, search_token_nodes
 
-    click.echo(render(search_token(obj["db_url"], token_id, run_id), fmt), nl=False)
+    search = search_token_nodes if nodes_only else search_token
+    click.echo(render(search(obj["db_url"], token_id, run_id), fmt), nl=False)
 
 
 @main.command("view-sql")

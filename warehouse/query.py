@@ -86,11 +86,15 @@ LAKE_COUNTED_BY_LENGTH = {
 
 
 def list_tables(url: str) -> Result:
-    """Every table and view with its kind and row count.
+    """Every table and view with its kind and row count; on DuckLake, a view's grain (what one
+    of its rows is, from its file's header in sql/) in place of its count.
 
     Counts never unroll the token arrays: node_tokens is a sum of lengths (on DuckLake, of
     nodes' stored lengths, so no payload is read). A table's count(*) reads no rows on either
-    engine (DuckDB's row counts; DuckLake's Parquet footers and delete files).
+    engine (DuckDB's row counts; DuckLake's Parquet footers and delete files). On DuckLake
+    every view but node_tokens is listed with its grain and not counted (rows NULL): counting
+    one plans it against the catalog, hundreds of catalog queries for the larger views,
+    seconds each (`warehouse tables` prints LAKE_VIEWS_NOT_COUNTED below the table).
     """
     from warehouse.db import is_ducklake_connection
     from warehouse.revision import require_head
@@ -101,15 +105,62 @@ def list_tables(url: str) -> Result:
             "SELECT table_name, table_type FROM information_schema.tables "
             "WHERE table_schema = 'main' ORDER BY table_type, table_name"
         ).fetchall()
-        by_length = LAKE_COUNTED_BY_LENGTH if is_ducklake_connection(con) else COUNTED_BY_LENGTH
-        rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name, by_length))
+        lake = is_ducklake_connection(con)
+        by_length = LAKE_COUNTED_BY_LENGTH if lake else COUNTED_BY_LENGTH
+        if not lake:
+            rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name, by_length))
+                    for name, kind in names]
+            return Result(["name", "kind", "rows"], rows)
+        counted = [name for name, kind in names if kind != "VIEW" or name in by_length]
+        counts = _count_together(con, counted, by_length)
+        rows = [(name, "view" if kind == "VIEW" else "table", counts.get(name),
+                 view_grain(name) if kind == "VIEW" and name not in by_length else None)
                 for name, kind in names]
-    return Result(["name", "kind", "rows"], rows)
+    return Result(["name", "kind", "rows", "grain"], rows)
+
+
+LAKE_VIEWS_NOT_COUNTED = ("Views but node_tokens (a sum of lengths) are not counted on DuckLake (rows empty): "
+                          "counting one plans it against the catalog, seconds a view. Count one with: "
+                          "warehouse sql 'SELECT count(*) FROM \"VIEW\"'")
+
+
+def view_grain(name: str) -> str | None:
+    """What one row of the view is ("one row per ..."): sql/<name>.sql's header comment after
+    the view's name, up to its first full stop or colon; None for a view with no file there."""
+    import re
+    from importlib import resources
+
+    path = resources.files("sql") / f"{name}.sql"
+    if not path.is_file():
+        return None
+    head = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.removeprefix("--").strip()
+        if not line.startswith("--") or not text:
+            break
+        head.append(text)
+    _, _, grain = " ".join(head).partition(": ")
+    return re.split(r"[.:](?:\s|$)", grain, maxsplit=1)[0] or None  # up to its first sentence's end or colon
+
+
+def _count_together(con, names: list[str], by_length: dict[str, str]) -> dict[str, int | str]:
+    """Each relation's count in one statement (on DuckLake each statement reads the catalog's
+    snapshot and stats again: one statement for all is 2-4x faster than one each); one by one
+    where that statement fails, so a relation that cannot be counted still gets its line."""
+    parts = [f"({by_length[name]})" if name in by_length else f"(SELECT count(*) FROM {_quoted(name)})"
+             for name in names]
+    try:
+        return dict(zip(names, con.execute("SELECT " + ", ".join(parts)).fetchone())) if names else {}
+    except Exception:  # noqa: BLE001 - counted one by one below, each error on its own line
+        return {name: _count(con, name, by_length) for name in names}
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _count(con, name: str, by_length: dict[str, str]) -> int | str:
-    quoted = '"' + name.replace('"', '""') + '"'
     try:
-        return con.execute(by_length.get(name, f"SELECT count(*) FROM {quoted}")).fetchone()[0]
+        return con.execute(by_length.get(name, f"SELECT count(*) FROM {_quoted(name)}")).fetchone()[0]
     except Exception as exc:  # noqa: BLE001 - a broken view still gets listed
         return f"error: {str(exc).splitlines()[0]}"

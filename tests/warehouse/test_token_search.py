@@ -17,7 +17,7 @@ from warehouse.cli import main
 from warehouse.db import connect
 from warehouse.migrate import init_db, upgrade
 from warehouse import tokens
-from warehouse.tokens import INDEX_ROWS, search_token
+from warehouse.tokens import INDEX_ROWS, search_token, search_token_nodes
 
 VIEW = ('SELECT * FROM "node_tokens" WHERE "token_id" = ? AND (? IS NULL OR "run_id" = ?) '
         'ORDER BY "run_id", "round", "task", "node_id", "source_id", "line_no", "position"')
@@ -70,9 +70,12 @@ def _token_ids(url: str) -> list[tuple[int, int]]:
     return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
 
 
-@pytest.mark.parametrize("narrowed_up_to", [tokens.MAX_NARROWED_NODES, 1])  # 1: common ids read the view whole
-def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to):
+@pytest.mark.parametrize("narrowed_up_to, per_statement", [(tokens.MAX_NARROWED_NODES, tokens.NODES_PER_STATEMENT),
+                                                             (tokens.MAX_NARROWED_NODES, 2),  # many statements
+                                                             (1, tokens.NODES_PER_STATEMENT)])  # the view whole
+def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to, per_statement):
     monkeypatch.setattr(tokens, "MAX_NARROWED_NODES", narrowed_up_to)
+    monkeypatch.setattr(tokens, "NODES_PER_STATEMENT", per_statement)
     url, _ = warehouse
     _index_equals_its_payloads(url)
     with connect(url, read_only=True) as con:
@@ -86,6 +89,29 @@ def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monke
             assert search_token(url, token_id, run_id).rows == _view(url, token_id, run_id) != []
     assert len({r[0] for r in search_token(url, _token_ids(url)[0][0]).rows}) > 1  # across runs
     assert search_token(url, _token_ids(url)[-1][0]).rows == []
+
+
+def test_the_nodes_holding_a_token_are_the_nodes_of_its_rows(warehouse, monkeypatch):
+    """search_token_nodes (the index and nodes alone) names exactly the nodes node_tokens has
+    the id in, once each, in the same order, for every run and for one run; and reads no
+    token array (node_payloads is out of its reach)."""
+    url, _ = warehouse
+    for token_id, _nodes in _token_ids(url):
+        view = _view(url, token_id)
+        nodes = search_token_nodes(url, token_id)
+        assert nodes.columns[:6] == ["run_id", "round", "task", "node_id", "source_id", "line_no"]
+        assert [r[:6] for r in nodes.rows] == list(dict.fromkeys(r[:6] for r in view)), token_id
+        if view:
+            run_id = view[-1][0]
+            assert [r[:6] for r in search_token_nodes(url, token_id, run_id).rows] == \
+                list(dict.fromkeys(r[:6] for r in _view(url, token_id, run_id)))
+    assert "node_payloads" not in tokens.NODES_HOLDING and "node_tokens" not in tokens.NODES_HOLDING
+    token_id = _token_ids(url)[0][0]
+    result = CliRunner().invoke(main, ["--db", url.removeprefix("duckdb:///"), "token", str(token_id), "--nodes",
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [tuple(r.values())[:6] for r in json.loads(result.output)] == \
+        [r[:6] for r in search_token_nodes(url, token_id).rows]
 
 
 def test_a_changed_source_leaves_no_index_rows_of_its_old_payloads(warehouse, tmp_path):

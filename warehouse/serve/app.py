@@ -131,9 +131,9 @@ class Pages:
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        if data.is_reward_model_run(self.url, run_id):
-            return self.rm_run(request, run_id)
-        page = data.run_page(self.url, run_id)
+        page = data.any_run_page(self.url, run_id)
+        if isinstance(page, data.RmPage):
+            return self.rm_run(request, page)
         charts = {f"task-{i}-{j}": fig for i, task in enumerate(page.data.tasks)
                   for j, fig in enumerate(figures.task_panels(page.data, task, page.axes))}
         charts["headline"] = figures.headline(page.data, page.axes)
@@ -144,8 +144,7 @@ class Pages:
         return self.render(request, "run.html", page=page, charts=charts, refresh_s=self.refresh_s,
                            step_metrics=shown)
 
-    def rm_run(self, request: Request, run_id: str) -> Response:
-        page = data.rm_page(self.url, run_id)
+    def rm_run(self, request: Request, page: data.RmPage) -> Response:
         phases = [p for p in ("exploration", "formal") if any(r["phase"] == p for r in page.data.points)]
         charts = {f"rm-{phase}": figures.rm_scores_by_progress(page.data, phase) for phase in phases}
         charts["rm-proxy-final"] = figures.rm_proxy_vs_final(page.proxy_vs_final, page.data.reference)
@@ -180,13 +179,18 @@ class Pages:
         from urllib.parse import urlencode
 
         rnd = data.query_int(request.query_params, "round")
+        part = "tokens" if request.query_params.get("part") == "tokens" else "page"
         page = data.node(self.url, request.path_params["run_id"], request.path_params["node_id"],
                          rnd if rnd is not None and rnd >= 0 else None,
                          all_tokens=request.query_params.get("tokens") == "all",
-                         shade_by=request.query_params.get("shade") or "sampler")
-        every = "?" + urlencode({**request.query_params, "tokens": "all"})  # this page, every token drawn
-        return self.render(request, "node.html", node=page.node, family=page.family, tokens=page.tokens,
-                           all_tokens_href=every)
+                         shade_by=request.query_params.get("shade") or "sampler", part=part)
+        asked = {k: v for k, v in request.query_params.items() if k != "part"}
+        every = "?" + urlencode({**asked, "tokens": "all"})  # this page, every token drawn
+        if part == "tokens":  # the token section alone, which the page fetches after it shows
+            return self.render(request, "node_tokens.html", node=page.node, tokens=page.tokens,
+                               all_tokens_href=every)
+        return self.render(request, "node.html", node=page.node, family=page.family,
+                           tokens_href="?" + urlencode({**asked, "part": "tokens"}))
 
     def nodes(self, request: Request) -> Response:
         from urllib.parse import urlencode
@@ -219,8 +223,13 @@ class Pages:
 
 
 def charts_json(charts: dict) -> str:
-    """The figures as JSON safe inside a <script> element (NaN as null, no '</')."""
-    text = json.dumps(_finite(charts), default=jsonable, allow_nan=False)
+    """The figures as JSON safe inside a <script> element (NaN as null, no '</'). Most figures
+    hold no NaN or infinity: they are written as they are, and only one that does is walked
+    value by value."""
+    try:
+        text = json.dumps(charts, default=jsonable, allow_nan=False)
+    except ValueError:  # a NaN or an infinity somewhere
+        text = json.dumps(_finite(charts), default=jsonable, allow_nan=False)
     return text.replace("</", "<\\/")
 
 

@@ -184,22 +184,35 @@ class RunPage:
 
 
 def run_page(url: str, run_id: str) -> RunPage:
-    from warehouse.serve import details
+    with reading(url) as con:
+        return _run_page(con, run_id)
+
+
+def any_run_page(url: str, run_id: str) -> RunPage | RmPage:
+    """The run's page: a reward-model run's (RmPage) or a trainer run's (RunPage), read on one
+    connection."""
+    from warehouse.rm_report import is_reward_model_run as is_rm
 
     with reading(url) as con:
-        try:
-            data = read_run(con, run_id)
-        except TerminalError as exc:
-            raise NotFoundError(str(exc)) from None
-        steps = rows(con, 'SELECT * FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
-        source = "step_metrics" if steps else None
-        if not steps:
-            steps = wandb_steps(con, run_id)
-            source = "W&B history" if steps else None
-        version = _run_version(con, run_id)
-        return RunPage(data, steps, version, data.life, details.settings(con, run_id),
-                       details.checkpoints(con, run_id), details.artifacts(con, run_id),
-                       round_axes(con, run_id), source)
+        return _rm_page(con, run_id) if is_rm(con, run_id) else _run_page(con, run_id)
+
+
+def _run_page(con, run_id: str) -> RunPage:
+    from warehouse.serve import details
+
+    try:
+        data = read_run(con, run_id)
+    except TerminalError as exc:
+        raise NotFoundError(str(exc)) from None
+    steps = rows(con, 'SELECT * FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
+    source = "step_metrics" if steps else None
+    if not steps:
+        steps = wandb_steps(con, run_id)
+        source = "W&B history" if steps else None
+    version = _run_version(con, run_id)
+    return RunPage(data, steps, version, data.life, details.settings(con, run_id),
+                   details.checkpoints(con, run_id), details.artifacts(con, run_id),
+                   round_axes(con, run_id), source)
 
 
 def wandb_steps(con, run_id: str) -> list[dict]:
@@ -314,8 +327,10 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
                    "arms": sorted({r["arm"] for r in known if r["arm"] is not None}),
                    "models": sorted({r["model"] for r in known if r["model"] is not None}),
                    "task_sets": sorted({r["task_set"] for r in known if r["task_set"] is not None}),
+                   # task_round_metrics' tasks, from its keys' tables (task_rounds, nodes): the
+                   # view would compute every task-round's metrics to list them
                    "tasks": [r[0] for r in con.execute(
-                       'SELECT DISTINCT "task" FROM "task_round_metrics" ORDER BY 1').fetchall()]}
+                       'SELECT "task" FROM "task_rounds" UNION SELECT "task" FROM "nodes" ORDER BY 1').fetchall()]}
         picked = _picked_runs(known, runs, {"arm": arms, "model": models, "task_set": task_sets})
         series = [_series(con, run_id, arm, task) for run_id, arm in picked]
         # a run matched by arm, model or task set with no round (a launch that failed before
@@ -396,9 +411,8 @@ SELECT n."run_id", n."round", n."task", n."node_id", n."mode", n."status", n."re
        n."n_response_tokens", n."plan", n."term_tail", n."source_id", n."line_no", n."depth",
        n."exec_pending_s", n."exec_stage_s", n."exec_exec_s", n."exec_retrieve_s", n."returncode",
        n."mem_peak_gi", n."gpu_util", n."source",
-       p."code", p."prompt_messages", p."raw_completion", p."thinking",
-       p."response_token_ids", p."response_logprobs", n."policy_version",
-       tt."trainer_logprobs", tt."ref_logprobs", tt."advantage", tt."step" AS "train_step"
+       p."code", p."prompt_messages", p."raw_completion", p."thinking", n."policy_version",
+       tt."advantage", tt."step" AS "train_step"
 FROM "nodes" AS n
 LEFT JOIN "node_payloads" AS p USING ("source_id", "line_no")
 LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
@@ -407,20 +421,30 @@ WHERE n."run_id" = ? AND n."node_id" = ?
 ORDER BY n."round", n."source_id", n."line_no"
 LIMIT 1
 '''
+#: The node's token arrays, read apart from its page: reading them reads the arrays of the
+#: whole row group the payload sits in (2,048 payloads), seconds for long responses, where the
+#: page's text columns are read a row at a time.
+TOKENS_SQL = '''
+SELECT p."response_token_ids", p."response_logprobs", tt."trainer_logprobs", tt."ref_logprobs"
+FROM "node_payloads" AS p
+LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
+WHERE p."source_id" = ? AND p."line_no" = ?
+'''
 
 
 @dataclass
 class NodePage:
     node: dict
     family: dict           # parent, siblings, children, group (rollouts.family)
-    tokens: object         # rollouts.Tokens
+    tokens: object = None  # rollouts.Tokens, when the token section was asked for
 
 
 def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
-         all_tokens: bool = False, shade_by: str = "sampler") -> NodePage:
-    """One node with its payload (plan, code, term_tail, the prompt messages), its family and
-    its response token by token (the first rollouts.SHOWN_TOKENS unless `all_tokens`, shaded
-    by `shade_by`, rollouts.SHADES)."""
+         all_tokens: bool = False, shade_by: str = "sampler", part: str = "page") -> NodePage:
+    """One node: with `part` "page", its payload's text (plan, code, term_tail, the prompt
+    messages) and its family; with "tokens", its response token by token (the first
+    rollouts.SHOWN_TOKENS unless `all_tokens`, shaded by `shade_by`, rollouts.SHADES), which
+    the page loads apart."""
     from warehouse.serve import rollouts
 
     with reading(url) as con:
@@ -428,11 +452,15 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
         if not found:
             raise NotFoundError(f"no node {node_id!r} in run {run_id!r}")
         record = found[0]
+        if part == "tokens":
+            arrays = rows(con, TOKENS_SQL, record["source_id"], record["line_no"])
+            record.update(arrays[0] if arrays else {})
+            run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
+            return NodePage(record, {}, rollouts.tokens(
+                record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS, shade_by=shade_by))
         family = rollouts.family(con, record)
-        run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
-    return NodePage(record, family, rollouts.tokens(record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS,
-                                                            shade_by=shade_by))
+    return NodePage(record, family)
 
 
 def nodes_page(url: str, run_id: str, params) -> object:
@@ -441,9 +469,19 @@ def nodes_page(url: str, run_id: str, params) -> object:
     from warehouse.serve import rollouts
 
     with reading(url) as con:
-        if not con.execute('SELECT 1 FROM "run_metrics" WHERE "run_id" = ?', [run_id]).fetchone():
+        if not _has_rows(con, run_id):
             raise NotFoundError(f"no run {run_id!r} in the warehouse")
         return rollouts.node_list(con, run_id, rollouts.NodeQuery.from_params(params))
+
+
+def _has_rows(con, run_id: str) -> bool:
+    """Whether run_metrics has a row for the run: one of the tables its rows come from (runs,
+    nodes, task_rounds, steps) names it. Read from those tables' keys, not through the view,
+    which would compute the run's metrics to answer."""
+    return con.execute('SELECT EXISTS (SELECT 1 FROM "runs" WHERE "run_id" = $1) '
+                       'OR EXISTS (SELECT 1 FROM "nodes" WHERE "run_id" = $1) '
+                       'OR EXISTS (SELECT 1 FROM "task_rounds" WHERE "run_id" = $1) '
+                       'OR EXISTS (SELECT 1 FROM "steps" WHERE "run_id" = $1)', [run_id]).fetchone()[0]
 
 
 # --- reward-model runs ----------------------------------------------------------------------
@@ -457,21 +495,13 @@ class RmPage:
     artifacts: list = field(default_factory=list)
 
 
-def is_reward_model_run(url: str, run_id: str) -> bool:
-    from warehouse.rm_report import is_reward_model_run as is_rm
-
-    with reading(url) as con:
-        return is_rm(con, run_id)
-
-
-def rm_page(url: str, run_id: str) -> RmPage:
+def _rm_page(con, run_id: str) -> RmPage:
     """A reward-model run: the static report's data (rm_report) plus its proxy/final pairs."""
     from warehouse.rm_report import read_rm_run
 
     from warehouse.serve import details
 
-    with reading(url) as con:
-        data = read_rm_run(con, run_id)
-        pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
-        return RmPage(data, pairs, read_life(con, run_id), details.settings(con, run_id),
-                      details.artifacts(con, run_id))
+    data = read_rm_run(con, run_id)
+    pairs = rows(con, 'SELECT * FROM "rm_proxy_vs_final" WHERE "run_id" = ? ORDER BY "job", "progress"', run_id)
+    return RmPage(data, pairs, read_life(con, run_id), details.settings(con, run_id),
+                  details.artifacts(con, run_id))

@@ -7,6 +7,8 @@ run page draws it once, beside the step metrics.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from warehouse.report import PHASES, RunData
 from warehouse.serve.data import COMPARE_METRICS, STEP_METRICS, ComparePage
 from warehouse.vocabulary import CRASHED, NO_CODE, OK, TIMEOUT
@@ -48,12 +50,13 @@ def task_panels(data: RunData, task: str, axes: dict | None = None) -> list[dict
 def _status_shares(nodes: list[dict], axes: dict | None, link: dict) -> dict:
     """Each round's nodes by status, stacked: every status the round has (NULL included), so
     the bars sum to 1."""
-    rounds = sorted({n["round"] for n in nodes})
-    per_round = {r: [n for n in nodes if n["round"] == r] for r in rounds}
-    statuses = sorted({n["status"] or "NULL" for n in nodes}, key=lambda s: (s != "ok", s))
+    counts = Counter((n["round"], n["status"] or "NULL") for n in nodes)
+    per_round = Counter(n["round"] for n in nodes)
+    rounds = sorted(per_round)
+    statuses = sorted({status for _, status in counts}, key=lambda s: (s != "ok", s))
     traces = []
     for status in statuses:
-        y = [sum((n["status"] or "NULL") == status for n in per_round[r]) / len(per_round[r]) for r in rounds]
+        y = [counts[r, status] / per_round[r] for r in rounds]
         trace = {"type": "bar", "x": rounds, "y": y, "name": status,
                  "marker": {"color": STATUS_COLOURS.get(status)} if status in STATUS_COLOURS else {}}
         traces.append(_on_axes(trace, axes, {**link, "params": {**link["params"], "status": status}}))

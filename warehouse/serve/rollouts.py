@@ -107,7 +107,7 @@ def node_list(con, run_id: str, q: NodeQuery) -> NodeList:
                "sibling_group", "parent_id", "exc_type", "test_metric", "source_id", "line_no", "mult_prob_error"
         FROM {NODES} {WHERE} ORDER BY {SORTS[q.sort]}, "source_id", "line_no" LIMIT {PAGE_SIZE} OFFSET ?''',
                  *params, q.offset)
-    _parent_links(con, found)
+    _parent_links(con, run_id, found)
     choices = {c: [r[0] for r in con.execute(
         f'SELECT DISTINCT {expr} FROM "nodes" WHERE "run_id" = ? ORDER BY 1', [run_id]).fetchall()]
         for c, expr in (("task", '"task"'), ("round", '"round"'), ("status", 'coalesce("status", \'NULL\')'),
@@ -116,15 +116,17 @@ def node_list(con, run_id: str, q: NodeQuery) -> NodeList:
     return NodeList(run_id, q, found, total, choices)
 
 
-def _parent_links(con, found: list[dict]) -> None:
-    """Each listed node's parent run and round (node_parents), read for this page's rows only."""
+def _parent_links(con, run_id: str, found: list[dict]) -> None:
+    """Each listed node's parent run and round (node_parents), read for this page's rows only
+    (the run's: node_parents reads one run's nodes when its run_id is given)."""
     keys = [(n["source_id"], n["line_no"]) for n in found if n["parent_id"]]
     links = {}
     if keys:
         marks = ", ".join("(?, ?)" for _ in keys)
         links = {(r[0], r[1]): (r[2], r[3]) for r in con.execute(
             f'SELECT "source_id", "line_no", "parent_run_id", "parent_round" FROM "node_parents" '
-            f'WHERE ("source_id", "line_no") IN ({marks})', [v for k in keys for v in k]).fetchall()}
+            f'WHERE "run_id" = ? AND ("source_id", "line_no") IN ({marks})',
+            [run_id, *(v for k in keys for v in k)]).fetchall()}
     for n in found:
         n["parent_run_id"], n["parent_round"] = links.get((n["source_id"], n["line_no"]), (None, None))
 
@@ -153,8 +155,8 @@ def family(con, record: dict) -> dict:
         SELECT c."run_id", c."round", c."task", c."node_id", c."mode", c."status", c."reward", c."sibling_group"
         FROM "node_parents" AS np
         JOIN "nodes" AS c ON c."source_id" = np."source_id" AND c."line_no" = np."line_no"
-        WHERE np."parent_run_id" = ? AND np."parent_round" = ? AND c."parent_id" = ?
-        ORDER BY c."round", c."sibling_group", c."line_no"''', record["run_id"], record["round"], record["node_id"])
+        WHERE np."parent_id" = ? AND np."parent_run_id" = ? AND np."parent_round" = ?
+        ORDER BY c."round", c."sibling_group", c."line_no"''', record["node_id"], record["run_id"], record["round"])
     group = rows(con, 'SELECT "expansion_step", "size" FROM "sibling_groups" WHERE "run_id" = ? AND "round" = ? '
                       'AND "task" = ? AND "sibling_group" = ?', record["run_id"], record["round"], record["task"],
                  record["sibling_group"]) if record["sibling_group"] else []

@@ -170,7 +170,8 @@ def test_rollout_browser_from_a_chart_point_and_the_token_view(browser, server, 
     # sort the page by reward (client side), then open a node
     browser.find_element("xpath", '//table[@id="nodes-table"]//th[text()="reward"]').click()
     browser.find_element("css selector", "#nodes-table a.node-link").click()
-    WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "tokens") or d.find_elements("id", "plan"))
+    # the page shows, then its token section arrives in place of the loading note
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "plan") and not d.find_elements("id", "tokens-loading"))
     node_id = browser.find_element("tag name", "h1").text.removeprefix("Node ")
     ids = sql(demo_url, 'SELECT len(p."response_token_ids") FROM "nodes" n JOIN "node_payloads" p USING '
                         '("source_id", "line_no") WHERE n."run_id" = ? AND n."node_id" = ? ORDER BY n."round" LIMIT 1',

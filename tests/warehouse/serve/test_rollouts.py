@@ -85,6 +85,12 @@ def test_node_page_has_its_tree_units_and_tokens(client, demo_url):
                    run_id, rnd, group)[0][0]
     assert html.split('id="siblings"')[1].split("</ul>")[0].count("<li") == siblings
     assert re.search(r'id="field-exec_time">[0-9.]+ (s|min)', html)
+    # the page shows without its tokens, which it fetches from the address it names
+    assert 'class="tok"' not in html
+    src = html.split('id="tokens-section" data-src="')[1].split('"')[0].replace("&amp;", "&")
+    assert src == f"?round={rnd}&part=tokens"
+    html = client.get(f"/runs/{run_id}/nodes/{node_id}{src}").text
+    assert html.lstrip().startswith('<div id="tokens-section">') and "<html" not in html
     assert html.count('class="tok"') == len(ids)
     lowest = min(range(len(ids)), key=lambda i: logprobs[i])
     assert f'title="#{lowest} id {ids[lowest]} ' in html
@@ -277,10 +283,12 @@ def test_a_long_response_is_drawn_in_part_until_asked(client, demo_url, monkeypa
         FROM "nodes" n JOIN "node_payloads" p USING ("source_id", "line_no")
         WHERE len(p."response_token_ids") > 5 ORDER BY 4 DESC, 1, 2 LIMIT 1''')[0]
     monkeypatch.setattr(rollouts, "SHOWN_TOKENS", 3)
-    page = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd}).text
+    page = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd, "part": "tokens"}).text
     assert page.count('class="tok"') == 3 and f"{n} tokens, mean logprob" in page
     assert f'href="?round={rnd}&amp;tokens=all#tokens">Draw all {n}</a>' in page
-    whole = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd, "tokens": "all"}).text
+    drawn_all = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd, "tokens": "all"}).text
+    assert f'data-src="?round={rnd}&amp;tokens=all&amp;part=tokens"' in drawn_all  # what "Draw all" opens
+    whole = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd, "tokens": "all", "part": "tokens"}).text
     assert whole.count('class="tok"') == n and 'id="tokens-more"' not in whole
 
 

@@ -318,7 +318,29 @@ function watchRun() {
   window.setTimeout(tick, every);
 }
 
+// The node page's token section is read apart (its arrays live with 2,048 payloads' worth of
+// others): the page shows first, then its tokens arrive here.
+async function loadTokens() {
+  const section = document.getElementById("tokens-section");
+  if (!section || !section.dataset.src) return;
+  try {
+    const response = await fetch(section.dataset.src);
+    if (!response.ok) throw new Error(String(response.status));
+    const holder = document.createElement("div");
+    holder.innerHTML = await response.text();
+    section.replaceWith(holder.firstElementChild);
+    if (window.location.hash) {
+      const target = document.getElementById(window.location.hash.slice(1));
+      if (target) target.scrollIntoView();
+    }
+  } catch (err) {
+    const note = document.getElementById("tokens-loading");
+    if (note) note.append(" Could not load them (" + err.message + "); open them with the link.");
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  loadTokens();
   watchControls();
   drawCharts(document);
   setUpTables(document);
