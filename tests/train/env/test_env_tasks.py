@@ -88,20 +88,39 @@ def test_import_stays_light():
     assert out.stdout.strip() == "[]"
 
 
+# The Ray driver runs in a child process: ray.init installs process-wide C++ terminate and
+# failure-signal handlers that ray.shutdown leaves behind, so a pytest worker that hosted the
+# driver could later die without a Python traceback (an xdist worker did, 13 minutes after this
+# test, in an unrelated DuckLake test).
+RAY_DRIVER = """
+import json, sys
+import ray
+from train.env import Limits, RayExecutor, evaluate, load_task
+
+limits, completions = json.loads(sys.stdin.read())
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+try:
+    records = evaluate(load_task("mini-tabular-accuracy"), completions, RayExecutor(), Limits(**limits))
+finally:
+    ray.shutdown()
+print(json.dumps([[r["status"], r["exc_type"], r["where"]] for r in records]))
+"""
+
+
 @pytest.mark.slow
 def test_ray_backend_runs_the_same_nodes(limits, case):
-    ray = pytest.importorskip("ray")
-    from train.env import RayExecutor
+    pytest.importorskip("ray")
+    import dataclasses
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        task = load_task("mini-tabular-accuracy")
-        completions = [f"```python\n{case('crashed.py')}```", f"```python\n{case('no_submission.py')}```"]
-        records = evaluate(task, completions, RayExecutor(), limits)
-    finally:
-        ray.shutdown()
-    assert [(r["status"], r["exc_type"]) for r in records] == [("crashed", "ValueError"), ("no_submission", None)]
-    assert all(r["where"].startswith("ray:") for r in records)
+    completions = [f"```python\n{case('crashed.py')}```", f"```python\n{case('no_submission.py')}```"]
+    given = json.dumps([dataclasses.asdict(limits), completions])
+    out = subprocess.run([sys.executable, "-c", RAY_DRIVER], input=given, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    records = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [(status, exc_type) for status, exc_type, _ in records] == [("crashed", "ValueError"),
+                                                                       ("no_submission", None)]
+    assert all(where.startswith("ray:") for _, _, where in records)
 
 
 def test_a_broken_leaderboard_fails_at_load_with_its_file(tmp_path):
