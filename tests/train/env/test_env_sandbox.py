@@ -211,7 +211,8 @@ def test_memory_filler_hits_the_limit(case, limits):
     limits = dataclasses.replace(limits, mem_gi=1)
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("fill_memory.py"), limits=limits)
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "MemoryError", -0.5)
-    assert 0.5 < record["mem_peak_gi"] < limits.mem_gi + 0.1
+    # the record whole on failure: a loaded CI run once read a peak of 1.45 GiB here (0.65-0.77 alone)
+    assert 0.5 < record["mem_peak_gi"] < limits.mem_gi + 0.1, {k: v for k, v in record.items() if k != "code"}
     assert psutil.virtual_memory().available > 2 * 2**30
 
 
