@@ -485,10 +485,11 @@ def _execute_in(job: SandboxJob, workspace: Path, uid: int | None, caps: Capabil
                                         pass_fds=(status_write,) if caps.bwrap else ())
             except OSError as exc:
                 raise SandboxSetupError(f"cannot spawn the node: {exc}") from exc
+            spawn_hwm = own_peak_rss()  # read after the spawn: the most the child can have inherited
             if caps.bwrap:
                 os.close(status_write)
                 status_write = None
-            watch = _watch(proc, limits, uid, job.gpus, workspace, output)
+            watch = _watch(proc, limits, uid, job.gpus, workspace, output, spawn_hwm)
         tail = _tail(output, limits.term_tail_chars)
         if watch["starved"]:
             tail += (f"\nsandbox: stopped after {watch['wall']:.0f} s of wall clock, {watch['node_time']:.0f} s "
@@ -628,11 +629,12 @@ def _scrubbed_env(workspace: Path, job: SandboxJob) -> dict:
 
 
 def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[int, ...] = (),
-           workspace: Path | None = None, output: Path | None = None) -> dict:
+           workspace: Path | None = None, output: Path | None = None, spawn_hwm: int | None = None) -> dict:
     """Poll the node until it exits, or is stopped (time, idleness, memory, disk); kill
     everything it left behind. Time and idleness are read on the node's own clock and demand
     (train.env.meter), so the machine's load does not change the verdict. The node's
-    stdout and stderr (``output``, a file on the host) count against its disk quota."""
+    stdout and stderr (``output``, a file on the host) count against its disk quota.
+    ``spawn_hwm``: our peak RSS once the node was spawned (:func:`own_peak_rss`)."""
     import psutil
 
     from train.env.gpu import GpuMonitor
@@ -680,7 +682,11 @@ def _watch(proc: subprocess.Popen, limits: Limits, uid: int | None, gpus: tuple[
     wall = time.monotonic() - start
     # bwrap's rusage misses the solution (its grandchild, reaped inside the pid namespace)
     cpu_total = max(usage.ru_utime + usage.ru_stime, cpu_seen)
-    peak_mem = max(peak_mem, usage.ru_maxrss * 1024)
+    # The rusage peak catches a spike between samples, but the kernel starts a child's ru_maxrss at
+    # the peak RSS of the process it was forked from (exec records the old mm's high-water mark):
+    # a trainer holding a model would lend every node its own peak. Only a peak above ours is the node's.
+    if spawn_hwm is not None and usage.ru_maxrss * 1024 > spawn_hwm:
+        peak_mem = max(peak_mem, usage.ru_maxrss * 1024)
     return {"outcome": outcome, "returncode": proc.returncode, "wall": round(wall, 4),
             "node_time": round(node_time, 4), "starved": starved,
             "cpu_mean": round(100 * cpu_total / max(wall, 1e-6) / limits.cpus, 2),
@@ -717,6 +723,18 @@ def _node_processes(psutil, pid: int, uid: int | None, tree: bool = True) -> lis
             if p.info["uids"] and p.info["uids"].real == uid:
                 procs.setdefault(p.pid, p)
     return list(procs.values())
+
+
+def own_peak_rss() -> int | None:
+    """This process's peak resident set (VmHWM) in bytes, or None where /proc does not say."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _kill_all(pid: int, uid: int | None, psutil, tree: bool = True) -> None:

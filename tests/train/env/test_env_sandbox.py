@@ -5,6 +5,8 @@ import dataclasses
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -211,9 +213,32 @@ def test_memory_filler_hits_the_limit(case, limits):
     limits = dataclasses.replace(limits, mem_gi=1)
     record = evaluate_code(load_task("mini-tabular-accuracy"), case("fill_memory.py"), limits=limits)
     assert (record["status"], record["exc_type"], record["reward"]) == ("crashed", "MemoryError", -0.5)
-    # the record whole on failure: a loaded CI run once read a peak of 1.45 GiB here (0.65-0.77 alone)
     assert 0.5 < record["mem_peak_gi"] < limits.mem_gi + 0.1, {k: v for k, v in record.items() if k != "code"}
     assert psutil.virtual_memory().available > 2 * 2**30
+
+
+# A trainer holding a model spawns its nodes: run from a parent whose peak RSS is 1.5 GiB.
+BIG_PARENT = """
+import json, sys
+from train.env import Limits, evaluate_code, load_task
+
+ballast = bytearray(1536 * 2**20)
+for i in range(0, len(ballast), 4096):
+    ballast[i] = 1  # resident
+limits = Limits(**json.loads(sys.argv[1]))
+record = evaluate_code(load_task("mini-tabular-accuracy"), "print('hello')\\n", limits=limits)
+print(json.dumps([record["status"], record["mem_peak_gi"]]))
+"""
+
+
+def test_a_nodes_memory_peak_is_not_its_spawners(limits):
+    """The kernel starts a child's rusage peak at the peak RSS of the process it was forked from;
+    a node that prints one line must not record the trainer's 1.5 GiB as its own."""
+    out = subprocess.run([sys.executable, "-c", BIG_PARENT, json.dumps(dataclasses.asdict(limits))],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    status, peak = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status == "no_submission" and peak < 0.5, (status, peak)
 
 
 def test_huge_file_is_cut_at_the_size_limit(case, limits):
