@@ -289,6 +289,32 @@ def _run_version(con, run_id: str) -> str:
 
 # --- compare -------------------------------------------------------------------------------
 
+#: The compare page's pickers: every run that run_metrics has a row for (a run of the runs
+#: table, or one with nodes, task-rounds or steps), with its arm, model and task set as
+#: run_metrics defines them, read from those key tables alone. Reading the three columns from
+#: run_metrics computed every run's metrics: DuckDB does not drop the view's unused joins, so
+#: the page grew with the runs held (tests/warehouse/serve/test_app.py holds the two equal).
+COMPARE_CHOICES_SQL = '''
+WITH
+keys AS (
+    SELECT "run_id" FROM "runs"
+    UNION SELECT "run_id" FROM "nodes"
+    UNION SELECT "run_id" FROM "task_rounds"
+    UNION SELECT "run_id" FROM "steps"
+),
+task_sets AS (
+    SELECT "run_id", string_agg(DISTINCT "task", ',' ORDER BY "task") AS "task_set"
+    FROM "nodes"
+    GROUP BY "run_id"
+)
+SELECT k."run_id", r."arm", r."model", t."task_set"
+FROM keys AS k
+LEFT JOIN "runs" AS r USING ("run_id")
+LEFT JOIN task_sets AS t USING ("run_id")
+ORDER BY k."run_id"
+'''
+
+
 @dataclass
 class Series:
     run_id: str
@@ -322,7 +348,7 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
     round)."""
     models, task_sets = models or [], task_sets or []
     with reading(url) as con:
-        known = rows(con, 'SELECT "run_id", "arm", "model", "task_set", "rounds" FROM "run_metrics" ORDER BY "run_id"')
+        known = rows(con, COMPARE_CHOICES_SQL)
         choices = {"runs": [r["run_id"] for r in known],
                    "arms": sorted({r["arm"] for r in known if r["arm"] is not None}),
                    "models": sorted({r["model"] for r in known if r["model"] is not None}),
@@ -336,15 +362,25 @@ def compare_page(url: str, runs: list[str], arms: list[str], task: str | None = 
         # a run matched by arm, model or task set with no round (a launch that failed before
         # round 1) has nothing to compare: it is left out, unless it was picked by name
         series = [s for s in series if s.rounds or s.run_id in runs]
-        states = dict(con.execute('SELECT "run_id", "state" FROM "run_state"').fetchall())
+        states = _states(con, [s.run_id for s in series])
         model_of = {r["run_id"]: r["model"] for r in known}
         for s in series:
             s.state, s.model = states.get(s.run_id), model_of.get(s.run_id)
         k = k if k is not None else _shared_last_round(series)
+        at = {s.run_id: k if k is not None else max(s.rounds) for s in series if k is not None or s.rounds}
+        readings = _readings(con, at, task)
         for s in series:
-            at = k if k is not None else (max(s.rounds) if s.rounds else None)
-            s.reading = _reading(con, s.run_id, at, task) if at is not None else None
+            s.reading = readings.get(s.run_id)
     return ComparePage(series, k, task, choices, runs, arms, models, task_sets)
+
+
+def _states(con, run_ids: list[str]) -> dict[str, str]:
+    """run_state.state of each of the runs (the view filtered to them, not read whole)."""
+    if not run_ids:
+        return {}
+    marks = ", ".join("?" * len(run_ids))
+    return dict(con.execute(f'SELECT "run_id", "state" FROM "run_state" WHERE "run_id" IN ({marks})',
+                            run_ids).fetchall())
 
 
 def _picked_runs(known: list[dict], runs: list[str], groups: dict[str, list[str]]) -> list[tuple[str, str | None]]:
@@ -381,12 +417,19 @@ def _shared_last_round(series: list[Series]) -> int | None:
     return max(shared) if shared else None
 
 
-def _reading(con, run_id: str, k: int, task: str | None) -> dict:
-    row = con.execute(
-        'SELECT count(*) FILTER (WHERE "moved"), count("delta"), count(*) FROM "decision_rule" '
-        'WHERE "run_id" = ? AND "k" = ? AND (CAST(? AS VARCHAR) IS NULL OR "task" = ?)',
-        [run_id, k, task, task]).fetchone()
-    return {"k": k, "moved": row[0], "measured": row[1], "tasks": row[2]}
+def _readings(con, at: dict[str, int], task: str | None) -> dict[str, dict]:
+    """The decision rule's reading of each run at its step (`at`: run -> k), in one statement:
+    decision_rule computes every run's rows at once, so one read for all the picked runs."""
+    if not at:
+        return {}
+    pairs = ", ".join("(?, ?)" for _ in at)
+    found = {run_id: row for run_id, *row in con.execute(
+        f'SELECT d."run_id", count(*) FILTER (WHERE d."moved"), count(d."delta"), count(*) '
+        f'FROM "decision_rule" AS d JOIN (VALUES {pairs}) AS p("run_id", "k") USING ("run_id", "k") '
+        'WHERE CAST(? AS VARCHAR) IS NULL OR d."task" = ? GROUP BY d."run_id"',
+        [v for pair in at.items() for v in pair] + [task, task]).fetchall()}
+    return {run_id: dict(zip(("k", "moved", "measured", "tasks"), (k, *found.get(run_id, (0, 0, 0)))))
+            for run_id, k in at.items()}
 
 
 # --- quality and nodes ---------------------------------------------------------------------

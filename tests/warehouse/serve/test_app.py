@@ -182,6 +182,70 @@ def test_compare_by_arm_skips_the_arms_runs_without_rounds(demo_url, tmp_path):
     assert "launch_failed" in [s.run_id for s in data.compare_page(url, ["launch_failed"], [arm]).series]
 
 
+def test_compare_pickers_list_what_run_metrics_lists(demo_url, tmp_path):
+    """The pickers read the key tables, not run_metrics; they offer the runs, arms, models and
+    task sets of run_metrics' rows, a failed launch (a runs row, no rounds: the compare tables
+    skip it) and a run with steps but no runs row and no nodes included."""
+    import shutil
+
+    from warehouse.db import connect
+    from warehouse.serve import data
+
+    copy = tmp_path / "wh.duckdb"
+    shutil.copyfile(db_path_from_url(demo_url), copy)
+    url = f"duckdb:///{copy}"
+    with connect(url) as con:
+        con.execute("INSERT INTO runs (run_id, kind, arm, model, lost) "
+                    "VALUES ('launch_failed', 'training', 'arm_of_a_failed_launch', 'model_of_a_failed_launch', false)")
+        con.execute("INSERT INTO steps (source_id, line_no, run_id, step) VALUES (-1, 1, 'steps_only', 1)")
+    known = sql(url, 'SELECT "run_id", "arm", "model", "task_set" FROM "run_metrics" ORDER BY "run_id"')
+    choices = data.compare_page(url, [], []).choices
+    assert choices["runs"] == [r[0] for r in known]
+    assert {"launch_failed", "steps_only"} <= set(choices["runs"])
+    assert choices["arms"] == sorted({r[1] for r in known if r[1] is not None})
+    assert choices["models"] == sorted({r[2] for r in known if r[2] is not None})
+    assert choices["task_sets"] == sorted({r[3] for r in known if r[3] is not None})
+    assert "arm_of_a_failed_launch" in choices["arms"] and "model_of_a_failed_launch" in choices["models"]
+    assert len(choices["task_sets"]) > 1 and len(choices["models"]) > 2
+    # a pick by model or arm matches the runs that run_metrics gives it
+    page = data.compare_page(url, [], [], models=["model_of_a_failed_launch"])
+    assert page.series == []  # the failed launch has no rounds to compare
+    (model, n), = sql(url, 'SELECT "model", count(*) FROM "run_metrics" WHERE "rounds" > 0 AND "model" IS NOT NULL '
+                           'GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1')
+    assert len(data.compare_page(url, [], [], models=[model]).series) == n
+
+
+def test_compare_reads_each_runs_decision_rule_at_its_step(demo_url):
+    """The readings of all picked runs come from one statement; each equals decision_rule's
+    rows of its own run at its step: the shared last step, each run's own last round when
+    they share none, a step some run lacks (no rows: zeros), and one task's rows."""
+    from warehouse.serve import data
+
+    def own(run_id, k, task=None):
+        moved, measured, tasks = sql(demo_url, 'SELECT count(*) FILTER (WHERE "moved"), count("delta"), count(*) '
+                                               'FROM "decision_rule" WHERE "run_id" = ? AND "k" = ? '
+                                               'AND (CAST(? AS VARCHAR) IS NULL OR "task" = ?)', run_id, k, task, task)[0]
+        return {"k": k, "moved": moved, "measured": measured, "tasks": tasks}
+
+    runs = [r for (r,) in sql(demo_url, 'SELECT "run_id" FROM "decision_rule" GROUP BY 1 ORDER BY max("k") DESC, 1')]
+    assert len(runs) > 3
+    last = {r: k for r, k in sql(demo_url, 'SELECT "run_id", max("k") FROM "decision_rule" GROUP BY 1')}
+    (task,), = sql(demo_url, 'SELECT "task" FROM "decision_rule" WHERE "run_id" = ? GROUP BY 1 ORDER BY 1 LIMIT 1',
+                   runs[0])
+    cases = [(None, None), (1, None), (last[runs[0]], None), (None, task)]
+    checked = set()
+    for k, task_ in cases:
+        page = data.compare_page(demo_url, runs, [], task=task_, k=k)
+        for s in page.series:
+            if page.k is None and not s.rounds:
+                assert s.reading is None  # no step to read it at
+                continue
+            at = page.k if page.k is not None else max(s.rounds)
+            assert s.reading == own(s.run_id, at, task_), (s.run_id, k, task_)
+            checked.add((s.reading["tasks"] > 0, s.reading["moved"] > 0))
+    assert checked >= {(True, True), (True, False), (False, False)}  # rows moved, rows not, no rows
+
+
 def test_compare_of_an_unknown_run_is_a_404(client):
     assert client.get("/compare", params={"run": "nope"}).status_code == 404
 
