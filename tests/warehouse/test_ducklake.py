@@ -53,6 +53,36 @@ def test_reading_a_catalog_that_does_not_exist_names_the_fix(tmp_path):
     assert not (tmp_path / "none.sqlite").exists()
 
 
+def test_after_attaching_the_lake_an_extension_with_a_bad_signature_is_refused(file_and_lake, tmp_path):
+    """The package's own extension files load without DuckDB's signature check (it hashes the
+    whole file on every LOAD), and the check is back on before anything else runs, on both
+    ways into a lake: a tampered copy of an extension is refused for its signature."""
+    import shutil
+
+    from warehouse.db import engine, extension_file, lake_connection
+
+    tampered = tmp_path / "tampered.duckdb_extension"
+    shutil.copyfile(extension_file("ducklake"), tampered)
+    with open(tampered, "r+b") as f:
+        f.seek(tampered.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    _, lake_url, _ = file_and_lake
+    con = lake_connection(lake_url, read_only=True)
+    eng = engine(lake_url, read_only=True)
+    try:
+        raw = eng.raw_connection()
+        for each in (con, raw.driver_connection):
+            assert each.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0] is False
+            with pytest.raises(Exception, match="signature is either missing or invalid"):
+                each.execute(f"LOAD '{tampered}'")
+        raw.close()
+    finally:
+        con.close()
+        eng.dispose()
+
+
 def test_one_schema_but_no_keys_or_indexes_on_ducklake(file_and_lake):
     from warehouse.db import connect
 
