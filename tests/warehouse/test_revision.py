@@ -33,3 +33,29 @@ def test_read_only_commands_do_not_import_the_migration_stack(tmp_path, args):
             "print(sorted(m for m in ('alembic', 'sqlalchemy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("lake", [False, True])
+def test_the_schema_check_reads_the_stored_revision_or_names_the_fix(tmp_path, lake):
+    """An empty warehouse (no alembic_version), one without its row, an older one and a
+    newer one each get their own message; a warehouse at head passes."""
+    from warehouse.config import resolve_db_url
+    from warehouse.db import connect
+    from warehouse.errors import SchemaVersionError
+
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'c.sqlite'}" if lake else tmp_path / "wh.duckdb",
+                         tmp_path / "files" if lake else None)
+    with connect(url) as con:
+        with pytest.raises(SchemaVersionError, match="no warehouse schema yet. Run 'warehouse init'"):
+            revision.require_head(con, url)
+        con.execute('CREATE TABLE "alembic_version" ("version_num" VARCHAR)')
+        with pytest.raises(SchemaVersionError, match="no warehouse schema yet"):
+            revision.require_head(con, url)
+        con.execute("INSERT INTO alembic_version VALUES ('0001')")
+        with pytest.raises(SchemaVersionError, match=f"at schema 0001, this version needs {revision.head_revision()}"):
+            revision.require_head(con, url)
+        con.execute("UPDATE alembic_version SET version_num = '9999'")
+        with pytest.raises(SchemaVersionError, match="newer than this package"):
+            revision.require_head(con, url)
+        con.execute("UPDATE alembic_version SET version_num = ?", [revision.head_revision()])
+        revision.require_head(con, url)
