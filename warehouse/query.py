@@ -101,11 +101,8 @@ def list_tables(url: str) -> Result:
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
-        names = con.execute(
-            "SELECT table_name, table_type FROM information_schema.tables "
-            "WHERE table_schema = 'main' ORDER BY table_type, table_name"
-        ).fetchall()
         lake = is_ducklake_connection(con)
+        names = (lake and _lake_names(con)) or con.execute(LISTING).fetchall()
         by_length = LAKE_COUNTED_BY_LENGTH if lake else COUNTED_BY_LENGTH
         if not lake:
             rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name, by_length))
@@ -117,6 +114,26 @@ def list_tables(url: str) -> Result:
                  view_grain(name) if kind == "VIEW" and name not in by_length else None)
                 for name, kind in names]
     return Result(["name", "kind", "rows", "grain"], rows)
+
+
+#: every table and view of the warehouse: (name, 'BASE TABLE' or 'VIEW'), tables first, by name
+LISTING = ("SELECT table_name, table_type FROM information_schema.tables "
+           "WHERE table_schema = 'main' ORDER BY table_type, table_name")
+
+
+def _lake_names(con) -> list[tuple[str, str]] | None:
+    """LISTING's rows on DuckLake from DuckLake's own table list and duckdb_views():
+    information_schema.tables made DuckLake load every table's statistics from the catalog
+    first (0.06-0.1 s of `warehouse tables`). None when the lake has a schema besides main,
+    as ducklake_table_info lists every schema's tables."""
+    others = con.execute("SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() "
+                         "AND schema_name <> 'main'").fetchone()[0]
+    if others:
+        return None
+    tables = con.execute("SELECT table_name, 'BASE TABLE' FROM ducklake_table_info(current_database())").fetchall()
+    views = con.execute("SELECT view_name, 'VIEW' FROM duckdb_views() WHERE database_name = current_database() "
+                        "AND schema_name = 'main' AND NOT internal").fetchall()
+    return sorted(tables + views, key=lambda row: (row[1], row[0]))
 
 
 LAKE_VIEWS_NOT_COUNTED = ("Views but node_tokens (a sum of lengths) are not counted on DuckLake (rows empty): "

@@ -218,3 +218,32 @@ def test_tables_counts_on_ducklake_equal_count_star_after_a_source_is_reloaded(s
     output = runner.invoke(main, ["--db", lake_url, "tables"]).output
     assert output.rstrip().endswith(LAKE_VIEWS_NOT_COUNTED)
     assert "one row per" in next(line for line in output.splitlines() if line.startswith("run_metrics "))
+
+
+def test_tables_lists_on_ducklake_what_information_schema_lists(tmp_path):
+    """On DuckLake `warehouse tables` names the tables from DuckLake's own table list (not
+    information_schema, which loads every table's statistics first): the same names, kinds and
+    order; a table in another schema is not listed, as information_schema's main is all it lists."""
+    from warehouse.db import connect
+    from warehouse.migrate import init_db
+    from warehouse.query import LISTING, list_tables
+
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'lake.sqlite'}", tmp_path / "files")
+    init_db(url)
+
+    def listed() -> list[tuple[str, str]]:
+        return [(name, kind) for name, kind, _, _ in list_tables(url).rows]
+
+    def expected() -> list[tuple[str, str]]:
+        with connect(url, read_only=True) as con:
+            return [(name, "view" if kind == "VIEW" else "table") for name, kind in con.execute(LISTING).fetchall()]
+
+    assert listed() == expected()
+    assert {"nodes", "runs", "alembic_version"} <= {n for n, k in listed() if k == "table"}
+    assert {"run_metrics", "node_tokens"} <= {n for n, k in listed() if k == "view"}
+    with connect(url) as con:
+        con.execute("CREATE TABLE zz_added (x INTEGER)")  # last by name: the order is checked too
+        con.execute("CREATE SCHEMA side")
+        con.execute("CREATE TABLE side.aa_elsewhere (x INTEGER)")
+    assert listed() == expected()
+    assert ("zz_added", "table") in listed() and "aa_elsewhere" not in {n for n, _ in listed()}
