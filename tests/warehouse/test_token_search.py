@@ -15,14 +15,20 @@ from ingest.pipeline import ingest_roots
 from ingest.sample import write_sample_root
 from warehouse.cli import main
 from warehouse.db import connect
+from warehouse import migrate
 from warehouse.migrate import init_db, upgrade
 from warehouse import tokens
-from warehouse.tokens import INDEX_ROWS, search_token, search_token_nodes
+from warehouse.tokens import search_token, search_token_nodes
 
 VIEW = ('SELECT * FROM "node_tokens" WHERE "token_id" = ? AND (? IS NULL OR "run_id" = ?) '
         'ORDER BY "run_id", "round", "task", "node_id", "source_id", "line_no", "position"')
-REBUILT = INDEX_ROWS.format(source_id='"source_id"', line_no='"line_no"', ids='"response_token_ids"',
-                            relation='"node_payloads"')
+#: (token id, source_id, line_no) of every response token id a payload holds, once each
+DERIVED = ('SELECT DISTINCT "token_id", "source_id", "line_no" FROM (SELECT "source_id", "line_no", '
+           'unnest("response_token_ids") AS "token_id" FROM "node_payloads") WHERE "token_id" IS NOT NULL')
+#: the same, as the index holds them: the entries of each source in the write that holds it now
+HELD = ('SELECT "token_id", "source_id", "line_no" FROM (SELECT "token_id", "write_id", '
+        'unnest("source_ids") AS "source_id", unnest("line_nos") AS "line_no" FROM "node_token_index") '
+        'JOIN "node_token_index_writes" USING ("write_id", "source_id")')
 
 
 def _train(root) -> None:
@@ -54,9 +60,20 @@ def _view(url: str, token_id: int, run_id: str | None = None) -> list[tuple]:
 
 
 def _index_equals_its_payloads(url: str) -> None:
+    """The index's live entries are the payloads' token ids; one row per token and write, its
+    nodes sorted; each source in one write; and no row of a write without sources."""
     with connect(url, read_only=True) as con:
-        held = Counter(con.execute('SELECT * FROM "node_token_index"').fetchall())
-        derived = Counter(con.execute(REBUILT).fetchall())
+        held = Counter(con.execute(HELD).fetchall())
+        derived = Counter(con.execute(DERIVED).fetchall())
+        assert con.execute('SELECT count(*) - count(DISTINCT ("token_id", "write_id")) FROM "node_token_index"'
+                           ).fetchone()[0] == 0
+        assert con.execute('SELECT count(*) FROM "node_token_index" WHERE len("source_ids") <> len("line_nos") '
+                           'OR list_zip("source_ids", "line_nos") <> list_sort(list_zip("source_ids", "line_nos"))'
+                           ).fetchone()[0] == 0
+        assert con.execute('SELECT count(*) - count(DISTINCT "source_id") FROM "node_token_index_writes"'
+                           ).fetchone()[0] == 0
+        assert con.execute('SELECT count(*) FROM "node_token_index" WHERE "write_id" NOT IN '
+                           '(SELECT "write_id" FROM "node_token_index_writes")').fetchone()[0] == 0
     assert held and held == derived
 
 
@@ -64,8 +81,8 @@ def _token_ids(url: str) -> list[tuple[int, int]]:
     """(token id, nodes holding it): held by the most nodes, by a middling number, by one; and
     one held by none."""
     with connect(url, read_only=True) as con:
-        counts = con.execute('SELECT "token_id", count(*) AS n FROM "node_token_index" '
-                             'GROUP BY 1 ORDER BY n DESC, 1').fetchall()
+        counts = con.execute(f'SELECT "token_id", count(*) AS n FROM ({HELD}) GROUP BY 1 ORDER BY n DESC, 1'
+                             ).fetchall()
     assert counts[0][1] > 5 and counts[-1][1] == 1
     return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
 
@@ -132,7 +149,10 @@ def test_a_changed_source_leaves_no_index_rows_of_its_old_payloads(warehouse, tm
     assert len(search_token(url2, 999_999).rows) == 3 * len(records) == len(_view(url2, 999_999))
 
 
-def test_a_restored_export_searches_the_same(warehouse, tmp_path):
+@pytest.mark.parametrize("per_write", [tokens.NODES_PER_REBUILT_WRITE, 7])
+def test_a_restored_export_searches_the_same(warehouse, tmp_path, monkeypatch, per_write):
+    """A restore builds the index again, NODES_PER_REBUILT_WRITE payloads a write."""
+    monkeypatch.setattr(tokens, "NODES_PER_REBUILT_WRITE", per_write)
     url, _ = warehouse
     runner = CliRunner()
     db = url.removeprefix("duckdb:///")
@@ -142,6 +162,12 @@ def test_a_restored_export_searches_the_same(warehouse, tmp_path):
     result = runner.invoke(main, ["--db", fresh.removeprefix("duckdb:///"), "ingest", str(tmp_path / "lake")])
     assert result.exit_code == 0, result.output
     _index_equals_its_payloads(fresh)
+    with connect(fresh, read_only=True) as con:
+        writes = con.execute('SELECT count(DISTINCT "write_id") FROM "node_token_index_writes"').fetchone()[0]
+        per_source = [n for (n,) in con.execute('SELECT count(*) FROM "node_payloads" GROUP BY "source_id" '
+                                                'ORDER BY "source_id"').fetchall()]
+    held = [sum(per_source[:i + 1]) // per_write for i in range(len(per_source))]
+    assert writes == len(set(held)) > 1  # consecutive sources, about per_write payloads a write
     token_id = _token_ids(url)[0][0]
     assert search_token(fresh, token_id).rows == search_token(url, token_id).rows != []
 
@@ -172,3 +198,76 @@ def test_migration_0008_indexes_the_payloads_already_held(tmp_path):
     with connect(url, read_only=True) as con:
         assert con.execute('SELECT * FROM "node_token_index"').fetchall() == [
             (3, 1, 1), (3, 1, 2), (5, 1, 1), (7, 3, 1)]
+
+
+def _migration_0010():
+    import importlib.util
+    from pathlib import Path
+
+    import migrations
+
+    path = Path(migrations.__file__).parent / "versions" / "0010_token_index_by_write.py"
+    spec = importlib.util.spec_from_file_location("migration_0010", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_migration_0010_chunks_consecutive_sources_by_their_entries():
+    chunks = _migration_0010()._chunks
+    assert chunks([]) == []
+    assert chunks([(1, 2_000_000), (2, 2_000_000), (4, 1), (5, 9_000_000), (6, 3)]) == [[1, 2], [4], [5], [6]]
+
+
+def test_migration_0010_regroups_the_index_by_write_and_its_downgrade_unrolls_it(tmp_path):
+    """0008's rows (one per token and node) become rows per token and write with the same
+    entries, and the searches read them; the downgrade gives 0008's rows back."""
+    path = tmp_path / "old.duckdb"
+    url = f"duckdb:///{path}"
+    upgrade(url, "0009")
+    old = duckdb.connect(str(path))  # as a writer before 0010 wrote it
+    try:
+        old.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
+                    "(1, 1, [5, 3, 5, NULL]), (1, 2, [3]), (2, 1, []), (2, 2, NULL), (3, 1, [7, 7, 3])")
+        old.execute('INSERT INTO "node_token_index" SELECT DISTINCT "token_id", "source_id", "line_no" FROM '
+                    '(SELECT "source_id", "line_no", unnest("response_token_ids") AS "token_id" FROM "node_payloads") '
+                    'WHERE "token_id" IS NOT NULL ORDER BY ALL')
+        before = old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+    finally:
+        old.close()
+    assert before == [(3, 1, 1), (3, 1, 2), (3, 3, 1), (5, 1, 1), (7, 3, 1)]
+    assert upgrade(url, "0010") == "0010"
+    with connect(url, read_only=True) as con:
+        assert con.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall() == [
+            (3, 1, [1, 1, 3], [1, 2, 1]), (5, 1, [1], [1]), (7, 1, [3], [1])]
+        assert con.execute('SELECT * FROM "node_token_index_writes" ORDER BY ALL').fetchall() == [(1, 1), (1, 3)]
+        assert sorted(con.execute(HELD).fetchall()) == before
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [3]).fetchall() == [(1, 1), (1, 2), (3, 1)]
+    migrate.downgrade(url, "0009")
+    with connect(url, read_only=True) as con:
+        assert con.execute('SELECT * FROM "node_token_index"').fetchall() == before
+        assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'node_token_index_writes'").fetchall()
+
+
+def test_a_write_whose_sources_are_all_forgotten_loses_its_rows_and_its_id_holds_no_stale_entry(tmp_path):
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    init_db(url)
+    with connect(url) as con:
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
+                    "(1, 1, [4, 5]), (2, 1, [5]), (3, 1, [5, 6])")
+        tokens.write_index(con, '"node_payloads" WHERE "source_id" <= 2', [1, 2])
+        tokens.write_index(con, '"node_payloads" WHERE "source_id" = 3', [3])
+        assert con.execute('SELECT "write_id", "token_id" FROM "node_token_index" ORDER BY ALL').fetchall() == [
+            (1, 4), (1, 5), (2, 5), (2, 6)]
+        tokens.forget_sources(con, [3])  # write 2 has no source left: its rows go
+        tokens.forget_sources(con, [2])  # write 1 keeps source 1: its rows stay, source 2's not read
+        assert con.execute('SELECT "write_id", "token_id" FROM "node_token_index" ORDER BY ALL').fetchall() == [
+            (1, 4), (1, 5)]
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [5]).fetchall() == [(1, 1)]
+        con.execute('DELETE FROM node_payloads WHERE source_id = 3')
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES (3, 1, [9])")
+        tokens.write_index(con, '"node_payloads" WHERE "source_id" = 3', [3])  # write id 2 again
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [6]).fetchall() == []
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [9]).fetchall() == [(3, 1)]
+        tokens.write_index(con, '"node_payloads" WHERE false', [])  # nothing to index: no write
+        assert con.execute('SELECT max("write_id") FROM "node_token_index_writes"').fetchone()[0] == 2
