@@ -25,9 +25,9 @@ depends_on = None
 _ENTRIES_PER_WRITE = 4_000_000
 # this revision's frozen copy of warehouse.tokens.INDEX_ROWS over 0008's index rows
 _FILL = ('INSERT INTO "node_token_index_regrouped" ("token_id", "write_id", "source_ids", "line_nos") '
-         'SELECT "token_id", {write_id}, list("source_id" ORDER BY "source_id", "line_no"), '
-         'list("line_no" ORDER BY "source_id", "line_no") FROM "node_token_index" '
-         'WHERE "source_id" BETWEEN {low} AND {high} GROUP BY "token_id" ORDER BY "token_id"')
+         'SELECT "token_id", {write_id}, list_transform("nodes", k -> k.s), list_transform("nodes", k -> k.l) '
+         'FROM (SELECT "token_id", list_sort(list({{\'s\': "source_id", \'l\': "line_no"}})) AS "nodes" '
+         'FROM "node_token_index" WHERE "source_id" BETWEEN {low} AND {high} GROUP BY "token_id") ORDER BY "token_id"')
 
 
 def upgrade() -> None:
