@@ -29,17 +29,28 @@ from __future__ import annotations
 INDEX = "node_token_index"
 WRITES = "node_token_index_writes"
 
+#: A row holds at most this many nodes; a token held by more takes consecutive rows. A
+#: lookup reads the whole row group (2,048 rows) of the row it needs: rows of bounded length
+#: bound what it reads, and rows of a few hundred nodes keep the row groups few.
+NODES_PER_ROW = 1024
+
+#: Index rows from `{grouped}`, a relation of ("token_id", "nodes": the sorted list of the
+#: token's {'s': source_id, 'l': line_no}), as rows of the write `$write`, in token id order.
+_ROWS_OF = ('SELECT "token_id", CAST($write AS INTEGER) AS "write_id", '
+            'list_transform("chunk", k -> k.s) AS "source_ids", list_transform("chunk", k -> k.l) AS "line_nos" '
+            'FROM (SELECT "token_id", "start", "nodes"["start" + 1:"start" + ' + str(NODES_PER_ROW) + '] AS "chunk" '
+            'FROM (SELECT "token_id", "nodes", unnest(range(0, len("nodes"), ' + str(NODES_PER_ROW) + ')) AS "start" '
+            'FROM ({grouped}))) ORDER BY "token_id", "start"')
+
 #: The index rows of one write over the payload rows a relation holds (its columns
-#: `source_id`, `line_no` and the token array named by `{ids}`): a row per distinct token id,
-#: its nodes in (source_id, line_no) order, the rows in token id order. `$write` is the
-#: write's id.
-INDEX_ROWS = ('SELECT "token_id", CAST($write AS INTEGER) AS "write_id", list_transform("nodes", k -> k.s) AS "source_ids", '
-              'list_transform("nodes", k -> k.l) AS "line_nos" FROM ('
-              # each token's nodes sorted after the aggregate: an ORDER BY inside list() keeps a
-              # sort buffer per token id, and 151 K of them ran a 64 MB batch out of 1.8 GB
-              'SELECT "token_id", list_sort(list_distinct(list({{\'s\': "source_id", \'l\': "line_no"}}))) AS "nodes" '
-              'FROM (SELECT {source_id} AS "source_id", {line_no} AS "line_no", unnest({ids}) AS "token_id" '
-              'FROM {relation}) WHERE "token_id" IS NOT NULL GROUP BY "token_id") ORDER BY "token_id"')
+#: `source_id`, `line_no` and the token array named by `{ids}`): per distinct token id, its
+#: nodes in (source_id, line_no) order. Each token's nodes are sorted after the aggregate: an
+#: ORDER BY inside list() keeps a sort buffer per token id, and 151 K of them ran a 64 MB
+#: batch out of 1.8 GB.
+INDEX_ROWS = _ROWS_OF.replace("{grouped}", (
+    'SELECT "token_id", list_sort(list_distinct(list({{\'s\': "source_id", \'l\': "line_no"}}))) AS "nodes" '
+    'FROM (SELECT {source_id} AS "source_id", {line_no} AS "line_no", unnest({ids}) AS "token_id" '
+    'FROM {relation}) WHERE "token_id" IS NOT NULL GROUP BY "token_id"'))
 INSERT_INDEX = f'INSERT INTO "{INDEX}" ("token_id", "write_id", "source_ids", "line_nos") '
 
 #: The live (source_id, line_no) of the nodes whose response holds the token id `$1`: the
@@ -57,6 +68,15 @@ NODES_PER_STATEMENT = 256
 #: Payloads one write of a rebuild indexes (a restore, `rebuild_index`): its DISTINCT holds
 #: their token ids, about 18 K each in the scale benchmark's worst case.
 NODES_PER_REBUILT_WRITE = 512
+#: One pass of `merge_writes`: the live entries of the writes $first to $last whose token id is
+#: in [$low, $high], as rows of the write {write_id}.
+_MERGED_ROWS = INSERT_INDEX + _ROWS_OF.replace("{grouped}", (
+    'SELECT "token_id", list_sort(list({{\'s\': "source_id", \'l\': "line_no"}})) AS "nodes" FROM ('
+    'SELECT "write_id", "token_id", unnest("source_ids") AS "source_id", unnest("line_nos") AS "line_no" '
+    f'FROM "{INDEX}" WHERE "write_id" BETWEEN $first AND $last AND "token_id" BETWEEN $low AND $high) '
+    f'JOIN "{WRITES}" USING ("write_id", "source_id") GROUP BY "token_id"')).replace("$write", "{write_id}")
+#: Index entries one pass of `merge_writes` groups (its memory: about 100 bytes an entry).
+ENTRIES_PER_MERGE = 8_000_000
 _PAYLOADS = 'FROM "node_payloads" AS p'
 ORDER_COLUMNS = ("run_id", "round", "task", "node_id", "source_id", "line_no", "position")
 _ORDER = " ORDER BY " + ", ".join(f'"{c}"' for c in ORDER_COLUMNS)
@@ -70,11 +90,38 @@ def write_index(con, relation: str, source_ids: list[int], params: list | tuple 
     name its source id, line number and response token id expressions."""
     if not source_ids:
         return
-    write_id = con.execute(f'SELECT coalesce(max("write_id"), 0) + 1 FROM "{WRITES}"').fetchone()[0]
+    write_id = next_write(con)
     rows = INDEX_ROWS.format(source_id=source_id, line_no=line_no, ids=ids, relation=relation)
     con.execute(INSERT_INDEX + rows.replace("$write", str(int(write_id))), list(params))
     con.execute(f'INSERT INTO "{WRITES}" ("write_id", "source_id") SELECT {int(write_id)}, unnest(?)',
                 [sorted(set(source_ids))])
+
+
+def next_write(con) -> int:
+    """The id the next write of the index takes."""
+    return con.execute(f'SELECT coalesce(max("write_id"), 0) + 1 FROM "{WRITES}"').fetchone()[0]
+
+
+def merge_writes(con, first: int) -> None:
+    """The writes from `first` on (one command's: an ingest's batches, a restore's chunks)
+    as one write: a row per token id over all their live entries, in place of a row per token
+    id and batch. Same entries, far fewer rows: for the scale benchmark's 1.3 GB root, 151 K
+    rows instead of 21 batches of 151 K. In token id ranges of about ENTRIES_PER_MERGE entries
+    each, so memory stays bounded whatever the writes hold. The caller's transaction."""
+    writes = [w for (w,) in con.execute(f'SELECT DISTINCT "write_id" FROM "{WRITES}" WHERE "write_id" >= ? '
+                                        'ORDER BY 1', [first]).fetchall()]
+    if len(writes) < 2:
+        return
+    merged = writes[-1] + 1
+    low, high, entries = con.execute(f'SELECT min("token_id"), max("token_id"), sum(len("source_ids")) '
+                                     f'FROM "{INDEX}" WHERE "write_id" >= ?', [first]).fetchone()
+    passes = max(1, -(-int(entries or 0) // ENTRIES_PER_MERGE))
+    width = -(-(high - low + 1) // passes) if entries else 0
+    for start in range(low, high + 1, width) if entries else ():
+        con.execute(_MERGED_ROWS.format(write_id=int(merged)), {"first": first, "last": merged - 1, "low": start, "high": start + width - 1})
+    con.execute(f'UPDATE "{WRITES}" SET "write_id" = ? WHERE "write_id" >= ? AND "write_id" < ?',
+                [merged, first, merged])
+    con.execute(f'DELETE FROM "{INDEX}" WHERE "write_id" >= ? AND "write_id" < ?', [first, merged])
 
 
 def forget_sources(con, source_ids: list[int]) -> None:
@@ -91,11 +138,12 @@ def forget_sources(con, source_ids: list[int]) -> None:
 
 
 def rebuild_index(con) -> None:
-    """The index of every payload row, in place of whatever it held (a restore, a migration):
-    one write per NODES_PER_REBUILT_WRITE payloads, in (source_id, line_no) order, so its
-    memory is bounded whatever the warehouse holds."""
+    """The index of every payload row, in place of whatever it held (a restore): written
+    NODES_PER_REBUILT_WRITE payloads at a time, in (source_id, line_no) order, then merged
+    into one write, so its memory is bounded whatever the warehouse holds."""
     con.execute(f'DELETE FROM "{INDEX}"')
     con.execute(f'DELETE FROM "{WRITES}"')
+    first = next_write(con)
     bounds = con.execute(
         'SELECT min("source_id"), max("source_id") FROM (SELECT "source_id", '
         f'sum(count(*)) OVER (ORDER BY "source_id") // {NODES_PER_REBUILT_WRITE} AS "chunk" '
@@ -104,6 +152,7 @@ def rebuild_index(con) -> None:
         sources = [s for (s,) in con.execute('SELECT DISTINCT "source_id" FROM "node_payloads" '
                                             'WHERE "source_id" BETWEEN ? AND ?', [low, high]).fetchall()]
         write_index(con, '"node_payloads" WHERE "source_id" BETWEEN ? AND ?', sources, [low, high])
+    merge_writes(con, first)
 
 
 def search_token(url: str, token_id: int, run_id: str | None = None):

@@ -1,4 +1,4 @@
-"""Group node_token_index by write: one row per token id and write of payloads, naming its nodes, so the index holds far fewer row groups.
+"""Group node_token_index by write: rows per token id and write of payloads, naming its nodes, so the index holds far fewer row groups.
 
 Revision ID: 0010
 Revises: 0009
@@ -6,10 +6,10 @@ Create Date: 2026-12-06
 
 0008's index held one row per (token id, node): for a 1.3 GB root of 4,800 nodes, 80.6 M rows
 in 39,365 row groups of 2,048 rows, whose statistics a lookup read one by one and whose list
-every checkpoint rewrote. Now a row holds a token id, a write, and the write's nodes that
-hold it (`source_ids`, `line_nos`); `node_token_index_writes` names the sources of each write
-(warehouse/tokens.py). The entries held are regrouped, chunk after chunk of sources (at most
-_ENTRIES_PER_WRITE entries each, so memory stays bounded), each chunk one write; the downgrade
+every checkpoint rewrote. Now a row holds a token id, a write, and up to 1,024 of the
+write's nodes that hold it (`source_ids`, `line_nos`); `node_token_index_writes` names the
+sources of each write (warehouse/tokens.py). The entries held become one write, built in
+token id ranges of about _ENTRIES_PER_PASS entries (so memory stays bounded); the downgrade
 unrolls them again.
 """
 from __future__ import annotations
@@ -22,12 +22,15 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
-_ENTRIES_PER_WRITE = 4_000_000
-# this revision's frozen copy of warehouse.tokens.INDEX_ROWS over 0008's index rows
+_ENTRIES_PER_PASS = 8_000_000
+# this revision's frozen copy of warehouse.tokens' index rows (NODES_PER_ROW 1,024) over 0008's rows
 _FILL = ('INSERT INTO "node_token_index_regrouped" ("token_id", "write_id", "source_ids", "line_nos") '
-         'SELECT "token_id", {write_id}, list_transform("nodes", k -> k.s), list_transform("nodes", k -> k.l) '
+         'SELECT "token_id", 1, list_transform("chunk", k -> k.s), list_transform("chunk", k -> k.l) '
+         'FROM (SELECT "token_id", "start", "nodes"["start" + 1:"start" + 1024] AS "chunk" '
+         'FROM (SELECT "token_id", "nodes", unnest(range(0, len("nodes"), 1024)) AS "start" '
          'FROM (SELECT "token_id", list_sort(list({{\'s\': "source_id", \'l\': "line_no"}})) AS "nodes" '
-         'FROM "node_token_index" WHERE "source_id" BETWEEN {low} AND {high} GROUP BY "token_id") ORDER BY "token_id"')
+         'FROM "node_token_index" WHERE "token_id" BETWEEN {low} AND {high} GROUP BY "token_id"))) '
+         'ORDER BY "token_id", "start"')
 
 
 def upgrade() -> None:
@@ -43,26 +46,24 @@ def upgrade() -> None:
               comment='the nodes holding the token in this write: source_ids[i], line_nos[i]'),
     sa.Column('line_nos', sa.ARRAY(sa.Integer()), nullable=False, comment='read in step with source_ids'),
     )
-    counts = bind.exec_driver_sql('SELECT "source_id", count(*) FROM "node_token_index" '
-                                  'GROUP BY 1 ORDER BY 1').fetchall()
-    for write_id, sources in enumerate(_chunks(counts), start=1):
-        op.execute(_FILL.format(write_id=write_id, low=sources[0], high=sources[-1]))
-        op.execute('INSERT INTO "node_token_index_writes" ("write_id", "source_id") VALUES '
-                   + ", ".join(f"({write_id}, {int(s)})" for s in sources))
+    low, high, entries = bind.exec_driver_sql(
+        'SELECT min("token_id"), max("token_id"), count(*) FROM "node_token_index"').fetchone()
+    for start, end in _ranges(low, high, entries):
+        op.execute(_FILL.format(low=start, high=end))
+    op.execute('INSERT INTO "node_token_index_writes" ("write_id", "source_id") '
+               'SELECT DISTINCT 1, "source_id" FROM "node_payloads" ORDER BY 2')
     op.drop_table('node_token_index')
     op.rename_table('node_token_index_regrouped', 'node_token_index')
 
 
-def _chunks(counts: list[tuple[int, int]]) -> list[list[int]]:
-    """Consecutive sources, at most _ENTRIES_PER_WRITE entries a chunk (or one source)."""
-    chunks, current, entries = [], [], 0
-    for source_id, n in counts:
-        if current and entries + n > _ENTRIES_PER_WRITE:
-            chunks.append(current)
-            current, entries = [], 0
-        current.append(int(source_id))
-        entries += n
-    return chunks + ([current] if current else [])
+def _ranges(low, high, entries: int) -> list[tuple[int, int]]:
+    """Consecutive token id ranges covering [low, high], about _ENTRIES_PER_PASS entries each
+    if the ids are spread evenly."""
+    if not entries:
+        return []
+    passes = max(1, -(-entries // _ENTRIES_PER_PASS))
+    width = -(-(high - low + 1) // passes)
+    return [(start, min(start + width - 1, high)) for start in range(low, high + 1, width)]
 
 
 def downgrade() -> None:
