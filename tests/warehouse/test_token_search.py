@@ -310,3 +310,30 @@ def test_a_token_held_by_more_nodes_than_a_row_holds_takes_consecutive_rows(tmp_
         assert [len(s) for s, _ in rows] == [tokens.NODES_PER_ROW, tokens.NODES_PER_ROW, 52]
         assert [k for s, n in rows for k in zip(s, n)] == sorted((1 + i // 1000, i % 1000) for i in range(held))
         assert len(con.execute(f"SELECT * FROM ({tokens.HOLDERS})", [5]).fetchall()) == held
+
+
+def test_migration_0010_merges_its_chunks_into_one_write(tmp_path):
+    """Enough payloads for several of the migration's chunks (512 payloads each): one write
+    holds them all after it, with 0008's entries, and a token held by 1,300 nodes in two
+    rows of at most 1,024."""
+    path = tmp_path / "old.duckdb"
+    url = f"duckdb:///{path}"
+    upgrade(url, "0009")
+    old = duckdb.connect(str(path))
+    try:
+        old.execute('INSERT INTO node_payloads (source_id, line_no, response_token_ids) '
+                    'SELECT 1 + i // 100, i % 100, [7, i % 13, NULL] FROM range(1300) AS t(i)')
+        old.execute('INSERT INTO "node_token_index" SELECT DISTINCT "token_id", "source_id", "line_no" FROM '
+                    '(SELECT "source_id", "line_no", unnest("response_token_ids") AS "token_id" FROM "node_payloads") '
+                    'WHERE "token_id" IS NOT NULL ORDER BY ALL')
+        before = old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+    finally:
+        old.close()
+    assert upgrade(url, "0010") == "0010"
+    _index_equals_its_payloads(url)
+    with connect(url, read_only=True) as con:
+        assert sorted(con.execute(HELD).fetchall()) == before
+        assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index_writes"').fetchall() == [(4,)]
+        assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index"').fetchall() == [(4,)]
+        assert con.execute('SELECT len("source_ids") FROM "node_token_index" WHERE "token_id" = 7 ORDER BY rowid'
+                           ).fetchall() == [(1024,), (276,)]
