@@ -126,9 +126,8 @@ def insert_nodes(con, sources: dict[int, Source]) -> None:
     con.execute(f"INSERT INTO node_payloads (source_id, line_no, {', '.join(PAYLOAD_COLUMNS)}) "
                 f"SELECT m.source_id, t.line_no, {payload} FROM {by_key} "
                 "WHERE t.reject_reason IS NULL", params)
-    con.execute(tokens.INSERT_INDEX + tokens.INDEX_ROWS.format(
-        source_id="m.source_id", line_no="t.line_no", ids="t.p_response_token_ids",
-        relation=f"{by_key} WHERE t.reject_reason IS NULL"), params)
+    tokens.write_index(con, f"{by_key} WHERE t.reject_reason IS NULL", [s.source_id for s in sources.values()],
+                       params, source_id="m.source_id", line_no="t.line_no", ids="t.p_response_token_ids")
     insert_train_tokens(con, by_key, params)
 
 

@@ -9,8 +9,9 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-# Tables whose rows belong to one source (deleted when the source is reloaded).
-OWNED_BY_SOURCE = ("nodes", "node_payloads", "node_token_index", "node_train_tokens", "steps", "wandb_history",
+# Tables whose rows belong to one source (deleted when the source is reloaded); the token
+# index's entries of a source are let go by `warehouse.tokens.forget_sources`.
+OWNED_BY_SOURCE = ("nodes", "node_payloads", "node_train_tokens", "steps", "wandb_history",
                    "ingest_errors", "rm_runs", "rm_references", "rm_budgets", "rm_jobs", "rm_steps",
                    "rm_artifacts", "rm_evaluations", "rm_eval_sections")
 
@@ -64,6 +65,9 @@ SOURCE_COLUMNS = ("source_id", "path", "kind", "run_id", "round", "task", "size_
 def open_sources(con, specs: list[dict]) -> list[Source]:
     """`open_source` for several sources (each spec: its keyword arguments, all given), the
     new `sources` rows in one INSERT."""
+    from warehouse.tokens import forget_sources
+
+    forget_sources(con, [spec["source_id"] for spec in specs if spec["existed"]])
     for spec in specs:
         if spec["existed"]:
             for table in OWNED_BY_SOURCE:

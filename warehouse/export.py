@@ -29,7 +29,7 @@ from warehouse.errors import DiskError, TerminalError, disk_errno, disk_error, p
 PAYLOADS = "node_payloads"
 #: Derived from the payloads: never exported (the manifest lists them as left out). The view
 #: unrolls them; the token index (warehouse/tokens.py) is built again by the restore.
-DERIVED = ("node_tokens", "node_token_index")
+DERIVED = ("node_tokens", "node_token_index", "node_token_index_writes")
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Hive's folder for a NULL partition value
 MANIFEST = "export_manifest.json"
 FORMAT = 1  # the manifest's layout version

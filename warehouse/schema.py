@@ -185,17 +185,30 @@ node_payloads = sa.Table(
     *record_columns(NODE_PAYLOAD_FIELDS, "node_payloads"),
 )
 
-# One row per distinct response token id of a payload, written with it and sorted by token id
-# within each write: DuckDB's per-row-group min/max (zone maps) then skips every row group
-# that cannot hold an id, so finding a token id across all runs reads a few row groups here
-# and only the payloads that hold it (warehouse/tokens.py), never every token array.
-# Derived: an export leaves it out and a restore builds it again.
+# For each write of payloads and each distinct response token id in it, the nodes of that
+# write whose response holds it, sorted by token id within the write: DuckDB's per-row-group
+# min/max (zone maps) then skips every row group that cannot hold an id, so finding a token
+# id across all runs reads a few row groups here and only the payloads that hold it
+# (warehouse/tokens.py), never every token array. Derived: an export leaves it out and a
+# restore builds it again.
 node_token_index = sa.Table(
     "node_token_index",
     metadata,
     sa.Column("token_id", sa.Integer, nullable=False),
-    sa.Column("source_id", sa.Integer, nullable=False, comment="the node's"),
-    sa.Column("line_no", sa.Integer, nullable=False, comment="the node's"),
+    sa.Column("write_id", sa.Integer, nullable=False, comment="node_token_index_writes.write_id"),
+    sa.Column("source_ids", sa.ARRAY(sa.Integer), nullable=False,
+              comment="the nodes holding the token in this write: source_ids[i], line_nos[i]"),
+    sa.Column("line_nos", sa.ARRAY(sa.Integer), nullable=False,
+              comment="read in step with source_ids"),
+)
+
+# The sources each write of node_token_index covered; a source's row goes when it is
+# reloaded, and the index reads a source's entries only in the write its row names.
+node_token_index_writes = sa.Table(
+    "node_token_index_writes",
+    metadata,
+    sa.Column("write_id", sa.Integer, nullable=False),
+    sa.Column("source_id", sa.Integer, nullable=False),
 )
 
 node_train_tokens = sa.Table(

@@ -1,28 +1,63 @@
 """Finding a token id across all runs without unrolling every token array.
 
-`node_token_index` holds one row per distinct response token id of each payload, written
-with the payload and sorted by token id within each write (ingest, a trainer's round, a
-restore). A search reads the index first: DuckDB keeps each row group's min and max token id
-and skips the row groups that cannot hold the id, so it reads a few row groups per write;
-then it unrolls only the payloads of the nodes found, through `node_tokens`' own SELECT, so
-its rows are the view's rows for that id (tests/warehouse/test_token_search.py compares them).
-Reading a node's arrays reads its whole row group's (2,048 payloads): an id held by nodes
-in every row group costs about what the view costs. `search_token_nodes` answers from the
-index and `nodes` alone, one row per node holding the id and no token array read: the
-across-all-runs question, at the cost of an index lookup (positions and logprobs are then
-read for the nodes or run asked about).
+`node_token_index` holds, for each write of payloads (an ingest's batch of files, a trainer's
+round, a restore's chunk) and each distinct response token id in it, one row: the token id,
+the write, and the nodes of that write whose response holds it (`source_ids` and `line_nos`,
+two lists read in step). A write's rows are sorted by token id, so DuckDB's per-row-group
+min and max (zone maps) skip every row group of a write but the one that can hold an id.
+One row per token and write, rather than one per token and node, keeps the row groups few:
+with DuckDB's 2,048-row groups an index of one row per (token, node) held 39,365 row groups
+for a 1.3 GB root, and a lookup checked the statistics of every one of them, and every
+checkpoint rewrote their list; grouped by write it holds about 25 times fewer.
+
+`node_token_index_writes` says which sources each write covered. It is owned by the source:
+a reloaded (changed) source loses its row there, so the entries the index still holds for
+it in the old write are not read (the new payloads are in a new write), and a write whose
+sources are all gone loses its index rows at once. Write ids are never reused while rows
+of them are held.
+
+A search reads the index first, then unrolls only the payloads of the nodes found, through
+`node_tokens`' own SELECT, so its rows are the view's rows for that id
+(tests/warehouse/test_token_search.py compares them). Reading a node's arrays reads its
+whole row group's (2,048 payloads): an id held by nodes in every row group costs about what
+the view costs. `search_token_nodes` answers from the index and `nodes` alone, one row per
+node holding the id and no token array read: the across-all-runs question, at the cost of
+an index lookup (positions and logprobs are then read for the nodes or run asked about).
 """
 from __future__ import annotations
 
 INDEX = "node_token_index"
+WRITES = "node_token_index_writes"
 
-#: The index rows of the payload rows a relation holds (its columns `source_id`, `line_no` and
-#: the token array named by `{ids}`), sorted so that each row group spans few token ids.
-INDEX_ROWS = ('SELECT DISTINCT "token_id", "source_id", "line_no" FROM ('
-              'SELECT {source_id} AS "source_id", {line_no} AS "line_no", unnest({ids}) AS "token_id" '
-              'FROM {relation}) WHERE "token_id" IS NOT NULL '
-              'ORDER BY "token_id", "source_id", "line_no"')
-INSERT_INDEX = f'INSERT INTO "{INDEX}" ("token_id", "source_id", "line_no") '
+#: A row holds at most this many nodes; a token held by more takes consecutive rows. A
+#: lookup reads the whole row group (2,048 rows) of the row it needs: rows of bounded length
+#: bound what it reads, and rows of a few hundred nodes keep the row groups few.
+NODES_PER_ROW = 1024
+
+#: Index rows from `{grouped}`, a relation of ("token_id", "nodes": the sorted list of the
+#: token's {'s': source_id, 'l': line_no}), as rows of the write `$write`, in token id order.
+_ROWS_OF = ('SELECT "token_id", CAST($write AS INTEGER) AS "write_id", '
+            'list_transform("chunk", k -> k.s) AS "source_ids", list_transform("chunk", k -> k.l) AS "line_nos" '
+            'FROM (SELECT "token_id", "start", "nodes"["start" + 1:"start" + ' + str(NODES_PER_ROW) + '] AS "chunk" '
+            'FROM (SELECT "token_id", "nodes", unnest(range(0, len("nodes"), ' + str(NODES_PER_ROW) + ')) AS "start" '
+            'FROM ({grouped}))) ORDER BY "token_id", "start"')
+
+#: The index rows of one write over the payload rows a relation holds (its columns
+#: `source_id`, `line_no` and the token array named by `{ids}`): per distinct token id, its
+#: nodes in (source_id, line_no) order. Each token's nodes are sorted after the aggregate: an
+#: ORDER BY inside list() keeps a sort buffer per token id, and 151 K of them ran a 64 MB
+#: batch out of 1.8 GB.
+INDEX_ROWS = _ROWS_OF.replace("{grouped}", (
+    'SELECT "token_id", list_sort(list_distinct(list({{\'s\': "source_id", \'l\': "line_no"}}))) AS "nodes" '
+    'FROM (SELECT {source_id} AS "source_id", {line_no} AS "line_no", unnest({ids}) AS "token_id" '
+    'FROM {relation}) WHERE "token_id" IS NOT NULL GROUP BY "token_id"'))
+INSERT_INDEX = f'INSERT INTO "{INDEX}" ("token_id", "write_id", "source_ids", "line_nos") '
+
+#: The live (source_id, line_no) of the nodes whose response holds the token id `$1`: the
+#: index's entries of the write that holds each source now.
+HOLDERS = (f'SELECT h."source_id", h."line_no" FROM (SELECT "write_id", unnest("source_ids") AS "source_id", '
+           f'unnest("line_nos") AS "line_no" FROM "{INDEX}" WHERE "token_id" = $1) AS h '
+           f'JOIN "{WRITES}" AS w USING ("write_id", "source_id")')
 
 #: Above this many nodes holding the id, the search reads `node_tokens` whole: the payloads it
 #: must unroll are then most of the warehouse, and the list of nodes would be a long statement.
@@ -30,16 +65,94 @@ MAX_NARROWED_NODES = 5_000
 #: Nodes whose payloads one narrowed statement unrolls: its join holds their arrays, and
 #: 3,032 nodes of ~18 K tokens ran out of a 2 GB budget in one statement.
 NODES_PER_STATEMENT = 256
+#: Payloads one write of a rebuild indexes (a restore, `rebuild_index`): its DISTINCT holds
+#: their token ids, about 18 K each in the scale benchmark's worst case.
+NODES_PER_REBUILT_WRITE = 512
+#: One pass of `merge_writes`: the live entries of the writes $first to $last whose token id is
+#: in [$low, $high], as rows of the write {write_id}.
+_MERGED_ROWS = INSERT_INDEX + _ROWS_OF.replace("{grouped}", (
+    'SELECT "token_id", list_sort(list({{\'s\': "source_id", \'l\': "line_no"}})) AS "nodes" FROM ('
+    'SELECT "write_id", "token_id", unnest("source_ids") AS "source_id", unnest("line_nos") AS "line_no" '
+    f'FROM "{INDEX}" WHERE "write_id" BETWEEN $first AND $last AND "token_id" BETWEEN $low AND $high) '
+    f'JOIN "{WRITES}" USING ("write_id", "source_id") GROUP BY "token_id"')).replace("$write", "{write_id}")
+#: Index entries one pass of `merge_writes` groups (its memory: about 100 bytes an entry).
+ENTRIES_PER_MERGE = 8_000_000
 _PAYLOADS = 'FROM "node_payloads" AS p'
 ORDER_COLUMNS = ("run_id", "round", "task", "node_id", "source_id", "line_no", "position")
 _ORDER = " ORDER BY " + ", ".join(f'"{c}"' for c in ORDER_COLUMNS)
 
 
+def write_index(con, relation: str, source_ids: list[int], params: list | tuple = (), *,
+                source_id: str = '"source_id"', line_no: str = '"line_no"', ids: str = '"response_token_ids"') -> None:
+    """Index the payload rows `relation` yields (of the sources `source_ids`) as one new write.
+
+    `relation` is what follows FROM, with its own `?` parameters `params`; the other arguments
+    name its source id, line number and response token id expressions."""
+    if not source_ids:
+        return
+    write_id = next_write(con)
+    rows = INDEX_ROWS.format(source_id=source_id, line_no=line_no, ids=ids, relation=relation)
+    con.execute(INSERT_INDEX + rows.replace("$write", str(int(write_id))), list(params))
+    con.execute(f'INSERT INTO "{WRITES}" ("write_id", "source_id") SELECT {int(write_id)}, unnest(?)',
+                [sorted(set(source_ids))])
+
+
+def next_write(con) -> int:
+    """The id the next write of the index takes."""
+    return con.execute(f'SELECT coalesce(max("write_id"), 0) + 1 FROM "{WRITES}"').fetchone()[0]
+
+
+def merge_writes(con, first: int) -> None:
+    """The writes from `first` on (one command's: an ingest's batches, a restore's chunks)
+    as one write: a row per token id over all their live entries, in place of a row per token
+    id and batch. Same entries, far fewer rows: for the scale benchmark's 1.3 GB root, 151 K
+    rows instead of 21 batches of 151 K. In token id ranges of about ENTRIES_PER_MERGE entries
+    each, so memory stays bounded whatever the writes hold. The caller's transaction."""
+    writes = [w for (w,) in con.execute(f'SELECT DISTINCT "write_id" FROM "{WRITES}" WHERE "write_id" >= ? '
+                                        'ORDER BY 1', [first]).fetchall()]
+    if len(writes) < 2:
+        return
+    merged = writes[-1] + 1
+    low, high, entries = con.execute(f'SELECT min("token_id"), max("token_id"), sum(len("source_ids")) '
+                                     f'FROM "{INDEX}" WHERE "write_id" >= ?', [first]).fetchone()
+    passes = max(1, -(-int(entries or 0) // ENTRIES_PER_MERGE))
+    width = -(-(high - low + 1) // passes) if entries else 0
+    for start in range(low, high + 1, width) if entries else ():
+        con.execute(_MERGED_ROWS.format(write_id=int(merged)), {"first": first, "last": merged - 1, "low": start, "high": start + width - 1})
+    con.execute(f'UPDATE "{WRITES}" SET "write_id" = ? WHERE "write_id" >= ? AND "write_id" < ?',
+                [merged, first, merged])
+    con.execute(f'DELETE FROM "{INDEX}" WHERE "write_id" >= ? AND "write_id" < ?', [first, merged])
+
+
+def forget_sources(con, source_ids: list[int]) -> None:
+    """The index no longer reads `source_ids`' entries (their payloads are being replaced or
+    removed); a write left without sources loses its rows."""
+    if not source_ids:
+        return
+    writes = [w for (w,) in con.execute(f'SELECT DISTINCT "write_id" FROM "{WRITES}" WHERE "source_id" = ANY(?)',
+                                        [source_ids]).fetchall()]
+    con.execute(f'DELETE FROM "{WRITES}" WHERE "source_id" = ANY(?)', [source_ids])
+    if writes:
+        con.execute(f'DELETE FROM "{INDEX}" WHERE "write_id" = ANY(?) AND "write_id" NOT IN '
+                    f'(SELECT "write_id" FROM "{WRITES}" WHERE "write_id" = ANY(?))', [writes, writes])
+
+
 def rebuild_index(con) -> None:
-    """The index of every payload row, in place of whatever it held (a restore, a migration)."""
+    """The index of every payload row, in place of whatever it held (a restore): written
+    NODES_PER_REBUILT_WRITE payloads at a time, in (source_id, line_no) order, then merged
+    into one write, so its memory is bounded whatever the warehouse holds."""
     con.execute(f'DELETE FROM "{INDEX}"')
-    con.execute(INSERT_INDEX + INDEX_ROWS.format(source_id='"source_id"', line_no='"line_no"',
-                                                 ids='"response_token_ids"', relation='"node_payloads"'))
+    con.execute(f'DELETE FROM "{WRITES}"')
+    first = next_write(con)
+    bounds = con.execute(
+        'SELECT min("source_id"), max("source_id") FROM (SELECT "source_id", '
+        f'sum(count(*)) OVER (ORDER BY "source_id") // {NODES_PER_REBUILT_WRITE} AS "chunk" '
+        'FROM "node_payloads" GROUP BY "source_id") GROUP BY "chunk" ORDER BY 1').fetchall()
+    for low, high in bounds:
+        sources = [s for (s,) in con.execute('SELECT DISTINCT "source_id" FROM "node_payloads" '
+                                            'WHERE "source_id" BETWEEN ? AND ?', [low, high]).fetchall()]
+        write_index(con, '"node_payloads" WHERE "source_id" BETWEEN ? AND ?', sources, [low, high])
+    merge_writes(con, first)
 
 
 def search_token(url: str, token_id: int, run_id: str | None = None):
@@ -55,8 +168,8 @@ def search_token(url: str, token_id: int, run_id: str | None = None):
 
 #: the nodes holding a token id, from the index and the lean nodes table (no token array)
 NODES_HOLDING = (f'SELECT n."run_id", n."round", n."task", n."node_id", n."source_id", n."line_no", '
-                 f'n."n_response_tokens" FROM "{INDEX}" AS i JOIN "nodes" AS n USING ("source_id", "line_no") '
-                 'WHERE i."token_id" = $1 AND ($2 IS NULL OR n."run_id" = $2) '
+                 f'n."n_response_tokens" FROM ({HOLDERS}) AS i JOIN "nodes" AS n USING ("source_id", "line_no") '
+                 'WHERE ($2 IS NULL OR n."run_id" = $2) '
                  'ORDER BY n."run_id", n."round", n."task", n."node_id", n."source_id", n."line_no"')
 
 
@@ -84,8 +197,8 @@ def find_token(con, token_id: int, run_id: str | None = None):
     sorts them."""
     from warehouse.query import Result
 
-    keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM "{INDEX}" WHERE "token_id" = ? '
-                       'ORDER BY ALL', [token_id]).fetchall()
+    keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM ({HOLDERS}) ORDER BY ALL',
+                       [token_id]).fetchall()
     where = ' WHERE "token_id" = $1 AND ($2 IS NULL OR "run_id" = $2)'
     if not keys or len(keys) > MAX_NARROWED_NODES:
         cur = con.execute('SELECT * FROM "node_tokens"' + where + _ORDER, [token_id, run_id])

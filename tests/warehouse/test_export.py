@@ -44,7 +44,7 @@ def test_export_partitions_by_run_and_round_trips(db, tmp_path):
     assert listed["nodes"]["rows"] == 24 and listed["nodes"]["kind"] == "table" and listed["nodes"]["partitioned"]
     assert listed["task_round_metrics"]["kind"] == "view" and "node_payloads" in listed
     assert "node_tokens" not in listed and not (out / "node_tokens").exists()
-    assert manifest["left_out"] == ["node_tokens", "node_token_index"]
+    assert manifest["left_out"] == ["node_tokens", "node_token_index", "node_token_index_writes"]
 
 
 def test_export_refuses_to_overwrite_without_the_flag(db, tmp_path):
@@ -61,7 +61,7 @@ def test_payloads_are_left_out_only_on_request_and_the_manifest_says_so(db, tmp_
     assert result.exit_code == 0, result.output
     assert "node_payloads" not in result.output
     manifest = json.loads((tmp_path / "export_manifest.json").read_text())
-    assert manifest["left_out"] == ["node_payloads", "node_tokens", "node_token_index"]
+    assert manifest["left_out"] == ["node_payloads", "node_tokens", "node_token_index", "node_token_index_writes"]
     assert not (tmp_path / "node_payloads").exists() and not (tmp_path / "node_tokens").exists()
     assert {r["name"] for r in manifest["relations"]}.isdisjoint({"node_payloads", "node_tokens"})
 

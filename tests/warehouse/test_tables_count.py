@@ -1,5 +1,6 @@
-"""`warehouse tables` counts node_tokens from the arrays' lengths: the same number as
-counting the view's rows, without unrolling every token."""
+"""`warehouse tables` counts node_tokens from the nodes' stored lengths: the same number as
+counting the view's rows, without unrolling every token; and logprob_mismatch without
+reading payloads while nothing is trained."""
 from __future__ import annotations
 
 from tests.sql.conftest import small_warehouse
@@ -18,7 +19,20 @@ def test_node_tokens_counted_from_lengths_equals_its_rows(tmp_path):
                     "SELECT source_id, line_no, CASE WHEN line_no % 4 = 3 THEN NULL ELSE range(line_no % 5) END, "
                     "CASE WHEN line_no % 3 = 0 THEN NULL ELSE [-0.5 FOR _ IN range(line_no % 7)] END FROM nodes")
         con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES (999, 1, [1, 2, 3])")
+        # as the loader keeps it: len(response_token_ids)
+        con.execute('UPDATE nodes SET n_response_tokens = len(p.response_token_ids) FROM node_payloads AS p '
+                    'WHERE p.source_id = nodes.source_id AND p.line_no = nodes.line_no')
+        con.execute('UPDATE nodes SET n_response_tokens = 7 WHERE line_no = 1 AND NOT EXISTS '  # no payload row
+                    '(SELECT 1 FROM node_payloads AS p WHERE p.source_id = nodes.source_id AND p.line_no = 1)')
         rows = con.execute('SELECT count(*) FROM "node_tokens"').fetchone()[0]
+        assert con.execute('SELECT count(*) FROM "logprob_mismatch"').fetchone()[0] == 0
     listed = {name: n for name, _, n in list_tables(url).rows}
     assert "node_tokens" in COUNTED_BY_LENGTH
     assert rows > 10 and listed["node_tokens"] == rows
+    assert listed["logprob_mismatch"] == 0
+    with connect(url) as con:  # trained nodes: the view is counted
+        con.execute("INSERT INTO node_train_tokens (source_id, line_no, run_id, trainer_logprobs) "
+                    "SELECT n.source_id, n.line_no, n.run_id, [-0.5, -0.25] FROM nodes AS n "
+                    "JOIN node_payloads AS p USING (source_id, line_no) WHERE len(p.response_token_ids) > 1")
+        trained = con.execute('SELECT count(*) FROM "logprob_mismatch"').fetchone()[0]
+    assert trained > 0 and {name: n for name, _, n in list_tables(url).rows}["logprob_mismatch"] == trained

@@ -15,14 +15,20 @@ from ingest.pipeline import ingest_roots
 from ingest.sample import write_sample_root
 from warehouse.cli import main
 from warehouse.db import connect
+from warehouse import migrate
 from warehouse.migrate import init_db, upgrade
 from warehouse import tokens
-from warehouse.tokens import INDEX_ROWS, search_token, search_token_nodes
+from warehouse.tokens import search_token, search_token_nodes
 
 VIEW = ('SELECT * FROM "node_tokens" WHERE "token_id" = ? AND (? IS NULL OR "run_id" = ?) '
         'ORDER BY "run_id", "round", "task", "node_id", "source_id", "line_no", "position"')
-REBUILT = INDEX_ROWS.format(source_id='"source_id"', line_no='"line_no"', ids='"response_token_ids"',
-                            relation='"node_payloads"')
+#: (token id, source_id, line_no) of every response token id a payload holds, once each
+DERIVED = ('SELECT DISTINCT "token_id", "source_id", "line_no" FROM (SELECT "source_id", "line_no", '
+           'unnest("response_token_ids") AS "token_id" FROM "node_payloads") WHERE "token_id" IS NOT NULL')
+#: the same, as the index holds them: the entries of each source in the write that holds it now
+HELD = ('SELECT "token_id", "source_id", "line_no" FROM (SELECT "token_id", "write_id", '
+        'unnest("source_ids") AS "source_id", unnest("line_nos") AS "line_no" FROM "node_token_index") '
+        'JOIN "node_token_index_writes" USING ("write_id", "source_id")')
 
 
 def _train(root) -> None:
@@ -54,9 +60,19 @@ def _view(url: str, token_id: int, run_id: str | None = None) -> list[tuple]:
 
 
 def _index_equals_its_payloads(url: str) -> None:
+    """The index's live entries are the payloads' token ids, once each; rows of at most
+    NODES_PER_ROW nodes, sorted; each source in one write; and no row of a write without sources."""
     with connect(url, read_only=True) as con:
-        held = Counter(con.execute('SELECT * FROM "node_token_index"').fetchall())
-        derived = Counter(con.execute(REBUILT).fetchall())
+        held = Counter(con.execute(HELD).fetchall())
+        derived = Counter(con.execute(DERIVED).fetchall())
+        assert con.execute('SELECT max(len("source_ids")) FROM "node_token_index"').fetchone()[0] <= tokens.NODES_PER_ROW
+        assert con.execute('SELECT count(*) FROM "node_token_index" WHERE len("source_ids") <> len("line_nos") '
+                           'OR list_zip("source_ids", "line_nos") <> list_sort(list_zip("source_ids", "line_nos"))'
+                           ).fetchone()[0] == 0
+        assert con.execute('SELECT count(*) - count(DISTINCT "source_id") FROM "node_token_index_writes"'
+                           ).fetchone()[0] == 0
+        assert con.execute('SELECT count(*) FROM "node_token_index" WHERE "write_id" NOT IN '
+                           '(SELECT "write_id" FROM "node_token_index_writes")').fetchone()[0] == 0
     assert held and held == derived
 
 
@@ -64,8 +80,8 @@ def _token_ids(url: str) -> list[tuple[int, int]]:
     """(token id, nodes holding it): held by the most nodes, by a middling number, by one; and
     one held by none."""
     with connect(url, read_only=True) as con:
-        counts = con.execute('SELECT "token_id", count(*) AS n FROM "node_token_index" '
-                             'GROUP BY 1 ORDER BY n DESC, 1').fetchall()
+        counts = con.execute(f'SELECT "token_id", count(*) AS n FROM ({HELD}) GROUP BY 1 ORDER BY n DESC, 1'
+                             ).fetchall()
     assert counts[0][1] > 5 and counts[-1][1] == 1
     return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
 
@@ -132,7 +148,13 @@ def test_a_changed_source_leaves_no_index_rows_of_its_old_payloads(warehouse, tm
     assert len(search_token(url2, 999_999).rows) == 3 * len(records) == len(_view(url2, 999_999))
 
 
-def test_a_restored_export_searches_the_same(warehouse, tmp_path):
+@pytest.mark.parametrize("per_write, per_merge", [(tokens.NODES_PER_REBUILT_WRITE, tokens.ENTRIES_PER_MERGE),
+                                                  (7, 500)])  # many writes, merged in many passes
+def test_a_restored_export_searches_the_same(warehouse, tmp_path, monkeypatch, per_write, per_merge):
+    """A restore builds the index again, NODES_PER_REBUILT_WRITE payloads at a time, merged
+    into one write."""
+    monkeypatch.setattr(tokens, "NODES_PER_REBUILT_WRITE", per_write)
+    monkeypatch.setattr(tokens, "ENTRIES_PER_MERGE", per_merge)
     url, _ = warehouse
     runner = CliRunner()
     db = url.removeprefix("duckdb:///")
@@ -142,6 +164,8 @@ def test_a_restored_export_searches_the_same(warehouse, tmp_path):
     result = runner.invoke(main, ["--db", fresh.removeprefix("duckdb:///"), "ingest", str(tmp_path / "lake")])
     assert result.exit_code == 0, result.output
     _index_equals_its_payloads(fresh)
+    with connect(fresh, read_only=True) as con:
+        assert con.execute('SELECT count(DISTINCT "write_id") FROM "node_token_index_writes"').fetchone()[0] == 1
     token_id = _token_ids(url)[0][0]
     assert search_token(fresh, token_id).rows == search_token(url, token_id).rows != []
 
@@ -172,3 +196,144 @@ def test_migration_0008_indexes_the_payloads_already_held(tmp_path):
     with connect(url, read_only=True) as con:
         assert con.execute('SELECT * FROM "node_token_index"').fetchall() == [
             (3, 1, 1), (3, 1, 2), (5, 1, 1), (7, 3, 1)]
+
+
+def _migration_0010():
+    import importlib.util
+    from pathlib import Path
+
+    import migrations
+
+    path = Path(migrations.__file__).parent / "versions" / "0010_token_index_by_write.py"
+    spec = importlib.util.spec_from_file_location("migration_0010", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_migration_0010_passes_cover_the_token_ids_in_ranges():
+    ranges = _migration_0010()._ranges
+    assert ranges(None, None, 0) == []
+    assert ranges(5, 5, 3) == [(5, 5)]
+    assert ranges(0, 150_999, 20_000_000) == [(0, 50_333), (50_334, 100_667), (100_668, 150_999)]
+
+
+def test_migration_0010_regroups_the_index_by_write_and_its_downgrade_unrolls_it(tmp_path):
+    """0008's rows (one per token and node) become rows per token and write with the same
+    entries, and the searches read them; the downgrade gives 0008's rows back."""
+    path = tmp_path / "old.duckdb"
+    url = f"duckdb:///{path}"
+    upgrade(url, "0009")
+    old = duckdb.connect(str(path))  # as a writer before 0010 wrote it
+    try:
+        old.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
+                    "(1, 1, [5, 3, 5, NULL]), (1, 2, [3]), (2, 1, []), (2, 2, NULL), (3, 1, [7, 7, 3])")
+        old.execute('INSERT INTO "node_token_index" SELECT DISTINCT "token_id", "source_id", "line_no" FROM '
+                    '(SELECT "source_id", "line_no", unnest("response_token_ids") AS "token_id" FROM "node_payloads") '
+                    'WHERE "token_id" IS NOT NULL ORDER BY ALL')
+        before = old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+    finally:
+        old.close()
+    assert before == [(3, 1, 1), (3, 1, 2), (3, 3, 1), (5, 1, 1), (7, 3, 1)]
+    assert upgrade(url, "0010") == "0010"
+    with connect(url, read_only=True) as con:
+        assert con.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall() == [
+            (3, 1, [1, 1, 3], [1, 2, 1]), (5, 1, [1], [1]), (7, 1, [3], [1])]
+        assert con.execute('SELECT * FROM "node_token_index_writes" ORDER BY ALL').fetchall() == [(1, 1), (1, 2), (1, 3)]
+        assert sorted(con.execute(HELD).fetchall()) == before
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [3]).fetchall() == [(1, 1), (1, 2), (3, 1)]
+    migrate.downgrade(url, "0009")
+    with connect(url, read_only=True) as con:
+        assert con.execute('SELECT * FROM "node_token_index"').fetchall() == before
+        assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'node_token_index_writes'").fetchall()
+
+
+def test_a_write_whose_sources_are_all_forgotten_loses_its_rows_and_its_id_holds_no_stale_entry(tmp_path):
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    init_db(url)
+    with connect(url) as con:
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
+                    "(1, 1, [4, 5]), (2, 1, [5]), (3, 1, [5, 6])")
+        tokens.write_index(con, '"node_payloads" WHERE "source_id" <= 2', [1, 2])
+        tokens.write_index(con, '"node_payloads" WHERE "source_id" = 3', [3])
+        assert con.execute('SELECT "write_id", "token_id" FROM "node_token_index" ORDER BY ALL').fetchall() == [
+            (1, 4), (1, 5), (2, 5), (2, 6)]
+        tokens.forget_sources(con, [3])  # write 2 has no source left: its rows go
+        tokens.forget_sources(con, [2])  # write 1 keeps source 1: its rows stay, source 2's not read
+        assert con.execute('SELECT "write_id", "token_id" FROM "node_token_index" ORDER BY ALL').fetchall() == [
+            (1, 4), (1, 5)]
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [5]).fetchall() == [(1, 1)]
+        con.execute('DELETE FROM node_payloads WHERE source_id = 3')
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES (3, 1, [9])")
+        tokens.write_index(con, '"node_payloads" WHERE "source_id" = 3', [3])  # write id 2 again
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [6]).fetchall() == []
+        assert con.execute(f"SELECT * FROM ({tokens.HOLDERS}) ORDER BY ALL", [9]).fetchall() == [(3, 1)]
+        tokens.write_index(con, '"node_payloads" WHERE false', [])  # nothing to index: no write
+        assert con.execute('SELECT max("write_id") FROM "node_token_index_writes"').fetchone()[0] == 2
+
+
+def test_an_ingest_of_many_batches_leaves_one_write_with_its_batches_entries(tmp_path, monkeypatch):
+    """Each batch commits its own index rows (a search in between finds them); the ingest
+    then merges its batches' writes into one, in several passes, with the same entries, and
+    leaves the writes of earlier ingests as they were."""
+    monkeypatch.setattr(tokens, "ENTRIES_PER_MERGE", 300)
+    root = write_sample_root(tmp_path / "root", payload_tokens=(20, 60))
+    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    init_db(url)
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    first = tmp_path / "first"
+    first.mkdir()
+    shutil.move(str(runs[0]), first / runs[0].name)
+    assert ingest_roots(url, [str(first)], batch_bytes=1).files_failed == 0
+    with connect(url, read_only=True) as con:
+        before = con.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+        (kept,), = con.execute('SELECT DISTINCT "write_id" FROM "node_token_index_writes"').fetchall()
+    report = ingest_roots(url, [str(root)], batch_bytes=1)  # a batch per file
+    assert report.files_failed == 0 and report.files_loaded > 3
+    assert not [w for w in report.warnings if "token index" in w]
+    _index_equals_its_payloads(url)
+    with connect(url, read_only=True) as con:
+        assert con.execute('SELECT count(DISTINCT "write_id") FROM "node_token_index_writes"').fetchone()[0] == 2
+        assert con.execute('SELECT * FROM "node_token_index" WHERE "write_id" = ? ORDER BY ALL', [kept]).fetchall() == before
+
+
+def test_a_token_held_by_more_nodes_than_a_row_holds_takes_consecutive_rows(tmp_path):
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    init_db(url)
+    held = 2 * tokens.NODES_PER_ROW + 52
+    with connect(url) as con:
+        con.execute('INSERT INTO node_payloads (source_id, line_no, response_token_ids) '
+                    'SELECT 1 + i // 1000, i % 1000, [5, i] FROM range(?) AS t(i)', [held])
+        tokens.write_index(con, '"node_payloads"', [1, 2, 3])
+        rows = con.execute('SELECT "source_ids", "line_nos" FROM "node_token_index" WHERE "token_id" = 5 '
+                           'ORDER BY rowid').fetchall()
+        assert [len(s) for s, _ in rows] == [tokens.NODES_PER_ROW, tokens.NODES_PER_ROW, 52]
+        assert [k for s, n in rows for k in zip(s, n)] == sorted((1 + i // 1000, i % 1000) for i in range(held))
+        assert len(con.execute(f"SELECT * FROM ({tokens.HOLDERS})", [5]).fetchall()) == held
+
+
+def test_migration_0010_merges_its_chunks_into_one_write(tmp_path):
+    """Enough payloads for several of the migration's chunks (512 payloads each): one write
+    holds them all after it, with 0008's entries, and a token held by 1,300 nodes in two
+    rows of at most 1,024."""
+    path = tmp_path / "old.duckdb"
+    url = f"duckdb:///{path}"
+    upgrade(url, "0009")
+    old = duckdb.connect(str(path))
+    try:
+        old.execute('INSERT INTO node_payloads (source_id, line_no, response_token_ids) '
+                    'SELECT 1 + i // 100, i % 100, [7, i % 13, NULL] FROM range(1300) AS t(i)')
+        old.execute('INSERT INTO "node_token_index" SELECT DISTINCT "token_id", "source_id", "line_no" FROM '
+                    '(SELECT "source_id", "line_no", unnest("response_token_ids") AS "token_id" FROM "node_payloads") '
+                    'WHERE "token_id" IS NOT NULL ORDER BY ALL')
+        before = old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+    finally:
+        old.close()
+    assert upgrade(url, "0010") == "0010"
+    _index_equals_its_payloads(url)
+    with connect(url, read_only=True) as con:
+        assert sorted(con.execute(HELD).fetchall()) == before
+        assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index_writes"').fetchall() == [(4,)]
+        assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index"').fetchall() == [(4,)]
+        assert con.execute('SELECT len("source_ids") FROM "node_token_index" WHERE "token_id" = 7 ORDER BY rowid'
+                           ).fetchall() == [(1024,), (276,)]
