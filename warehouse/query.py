@@ -90,8 +90,9 @@ def list_tables(url: str) -> Result:
     """Every table and view with its kind and row count; on DuckLake, a view's grain (what one
     of its rows is, from its file's header in sql/) in place of its count.
 
-    Counts never unroll the token arrays: node_tokens is a sum of lengths (on DuckLake, of
-    nodes' stored lengths, so no payload is read). A table's count(*) reads no rows on either
+    Counts never unroll the token arrays: node_tokens is a sum of nodes' stored lengths, so no
+    payload is read (COUNTED_BY_LENGTH), and logprob_mismatch is 0 unread while nothing is
+    trained (EMPTY_WITHOUT). A table's count(*) reads no rows on either
     engine (DuckDB's row counts; DuckLake's Parquet footers and delete files). On DuckLake
     every view but node_tokens is listed with its grain and not counted (rows NULL): counting
     one plans it against the catalog, hundreds of catalog queries for the larger views,
