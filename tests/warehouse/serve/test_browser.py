@@ -350,8 +350,9 @@ def test_runs_table_metric_columns_sort_by_value_and_group(browser, server, demo
 
 
 def test_run_headline_is_above_the_fold_and_the_header_says_the_runs_state(browser, server, demo_url, shots):
-    import duckdb
     from datetime import datetime
+
+    from warehouse.db import connect
 
     run_id, _ = a_run(demo_url)
     load(browser, f"{server}/runs/{run_id}", shots, "run_headline")
@@ -367,10 +368,13 @@ def test_run_headline_is_above_the_fold_and_the_header_says_the_runs_state(brows
     # a run that finished: its header says so, and the page stops polling
     ended = sql(demo_url, 'SELECT "run_id" FROM "run_metrics" WHERE "rounds" > 0 AND "run_id" <> ? ORDER BY 1 LIMIT 1',
                 run_id)[0][0]
-    con = duckdb.connect(db_path_from_url(demo_url))
-    con.execute('INSERT INTO "run_lifecycle" ("run_id", "trainer", "started_at", "ended_at", "end_status") '
-                "VALUES (?, 'train run', ?, ?, 'finished')", [ended, datetime(2026, 1, 1), datetime(2026, 1, 1, 1)])
-    con.close()
+    # the live page polls the server every second, and each poll holds the file open: leave the
+    # page, then write as a writer does, waiting for the lock (a plain connect failed when a
+    # poll was in flight)
+    browser.get("about:blank")
+    with connect(demo_url) as con:
+        con.execute('INSERT INTO "run_lifecycle" ("run_id", "trainer", "started_at", "ended_at", "end_status") '
+                    "VALUES (?, 'train run', ?, ?, 'finished')", [ended, datetime(2026, 1, 1), datetime(2026, 1, 1, 1)])
     load(browser, f"{server}/runs/{ended}", shots, "run_finished")
     assert browser.find_element("id", "live-status").text == "finished"
     assert browser.find_element("css selector", "#run-life .badge").text == "finished"
