@@ -3,6 +3,7 @@
     python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--scale 1,10] [--work DIR]
                                      [--layouts 2048,122880,ducklake] [--export] [--pages]
                                      [--keep] [--json PATH]
+    python benchmarks/scale_bench.py --measure WAREHOUSE.duckdb --base BASE --work DIR [--pages] [--export]
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
 node files of about `--file-mb` MB, 16 nodes each), copied (hard links) under distinct run ids.
@@ -34,7 +35,8 @@ against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files;
 With `--keep` (DuckDB files only) the warehouses stay in the work folder for later
 measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and each smaller
 scale's copied as `rg<size>_<S>x.duckdb` once its figures are taken. `--json` writes every
-figure to a file as well.
+figure to a file as well. `--measure` takes the figures of one scale (the 2-node run, tables,
+token searches, pages, export) on a warehouse built earlier, e.g. one `--keep` left.
 """
 from __future__ import annotations
 
@@ -213,6 +215,31 @@ class Warehouse:
         return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
 
 
+def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str, row: dict,
+                 pages: bool, export: bool) -> int:
+    """The figures of a warehouse as it holds (each stage a process of its own) into `row`:
+    a 2-node run's ingest (run id tagged `tag`), `warehouse tables`, the token searches, and
+    with `pages`/`export` the pages and the export. Returns the node bytes the 2-node run added."""
+    two = work / f"two_{tag}"
+    shutil.rmtree(two, ignore_errors=True)
+    added = _copy_root(base, two, f"20260802_{tag}_twonode", files=1, lines=2)
+    row["two_node_s"], row["two_node_rss_mb"] = _in_own_process(_ingest, row_group_size, url, str(two))
+    shutil.rmtree(two)
+    row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)
+    row["token_search_s"], row["token_search_rss_mb"], found = _in_own_process(_token_search, url)
+    row["token_nodes_s"], row["token_nodes_rss_mb"], holding = _in_own_process(_token_nodes, url)
+    row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
+    assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
+    assert 0 < holding <= found or holding == found == 0, (holding, found)  # nodes of those rows
+    if pages:
+        row.update(_in_own_process(_pages, url))
+    if export:
+        out = work / "export"
+        row["export_s"], row["export_rss_mb"] = _in_own_process(_export, url, str(out))
+        shutil.rmtree(out)
+    return added
+
+
 def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
                    export: bool, pages: bool, keep: bool = False,
                    results: dict[int, dict[str, float]] | None = None, taken=lambda: None) -> dict[int, dict[str, float]]:
@@ -229,23 +256,7 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
         if copy not in scales:
             continue
         row = results[copy] = {"root_s": seconds, "root_rss_mb": rss}
-        two = work / f"two_{copy}"
-        shutil.rmtree(two, ignore_errors=True)
-        held += _copy_root(base, two, f"20260802_{copy:06d}_twonode", files=1, lines=2)
-        row["two_node_s"], row["two_node_rss_mb"] = _in_own_process(_ingest, row_group_size, url, str(two))
-        shutil.rmtree(two)
-        row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)
-        row["token_search_s"], row["token_search_rss_mb"], found = _in_own_process(_token_search, url)
-        row["token_nodes_s"], row["token_nodes_rss_mb"], holding = _in_own_process(_token_nodes, url)
-        row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
-        assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
-        assert 0 < holding <= found or holding == found == 0, (holding, found)  # nodes of those rows
-        if pages:
-            row.update(_in_own_process(_pages, url))
-        if export:
-            out = work / "export"
-            row["export_s"], row["export_rss_mb"] = _in_own_process(_export, url, str(out))
-            shutil.rmtree(out)
+        held += measure_held(url, row_group_size, base, work, f"{copy:06d}", row, pages, export)
         row["file_mb"] = wh.size_mb()
         row["jsonl_mb"] = held / 1e6
         row["file_vs_jsonl"] = row["file_mb"] / row["jsonl_mb"]
@@ -317,7 +328,23 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true",
                         help="keep each scale's DuckDB file in the work folder (needs --work)")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
+    parser.add_argument("--measure", type=Path, default=None, metavar="DB",
+                        help="only measure this existing DuckDB warehouse as it holds (a 2-node run is added), "
+                             "with --base, the root its copies came from (the folder of its run)")
+    parser.add_argument("--base", type=Path, default=None, help="with --measure: the generated root")
+    parser.add_argument("--tag", default="999999", help="with --measure: the 2-node run's id tag (new each time)")
     args = parser.parse_args()
+    if args.measure:
+        if args.base is None or args.work is None:
+            parser.error("--measure needs --base and --work")
+        args.work.mkdir(parents=True, exist_ok=True)
+        row = {}
+        measure_held(f"duckdb:///{args.measure}", 2048, args.base, args.work, args.tag, row, args.pages, args.export)
+        row["file_mb"] = args.measure.stat().st_size / 1e6
+        print(json.dumps(row, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(row, indent=1))
+        return
     if args.keep and args.work is None:
         parser.error("--keep needs --work (the folder the warehouses stay in)")
     scales = sorted({int(s) for s in args.scale.split(",")})
