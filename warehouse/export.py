@@ -5,8 +5,9 @@ Layout: `DIR/<relation>/run_id=<run>/data_0.parquet` for every table and view wi
 keep `run_id` too, so a NULL or numeric-looking run id reads back exactly), and
 `DIR/<relation>.parquet` for the few without one (arms, questions, sources...) and for an
 empty relation (a partitioned write of no rows writes no file). `node_payloads` (prompts,
-completions, token ids: the heavy table) are written run by run, one file per run (its
-node's run), so memory holds one run's payloads at a time whatever the warehouse holds; they
+completions, token ids: the heavy table) are written run by run (its node's run), at most
+PAYLOADS_PER_FILE payloads a file (`data_0.parquet`, `data_1.parquet`, ...), so memory holds
+that many payloads at a time whatever a run or the warehouse holds; they
 are left out only when asked (`payloads=False`). Views derived from the payloads
 (`node_tokens`: every token unrolled, the payloads again at many times their size) and the
 token index are left out always: the restored warehouse derives them again.
@@ -121,9 +122,15 @@ def _copy(con, select: str, params: list, target: Path, options: str, name: str,
         raise DiskError(f"{err} The export in {out} is incomplete: run it again with --overwrite.") from None
 
 
+#: Payloads one COPY writes (one file, `data_<i>.parquet`): the Parquet writer holds its rows
+#: until a row group is full, and one COPY of a run's 4,800 payloads of ~18 K tokens ran a
+#: 1.8 GiB budget out. A node file's payloads stay in one file, however many.
+PAYLOADS_PER_FILE = 256
+
+
 def _export_payloads(con, out: Path) -> Exported:
-    """node_payloads run by run (`run_id=<run>/data_0.parquet`, the layout a partitioned COPY
-    writes), plus the payloads no node row claims (run_id NULL, in Hive's folder for NULL). One run's COPY reads only the
+    """node_payloads run by run (`run_id=<run>/data_<i>.parquet`, PAYLOADS_PER_FILE payloads a
+    file), plus the payloads no node row claims (run_id NULL, in Hive's folder for NULL). One run's COPY reads only the
     row groups of that run's sources: its source ids bound the scan, and zone maps skip the rest."""
     from urllib.parse import quote
 
@@ -133,14 +140,15 @@ def _export_payloads(con, out: Path) -> Exported:
         target = out / f"{PAYLOADS}.parquet"
         _copy(con, _select(PAYLOADS), [], target, "FORMAT PARQUET", PAYLOADS, out)
         return Exported(PAYLOADS, target, 0, False)
-    runs = con.execute('SELECT "run_id", min("source_id"), max("source_id") FROM "nodes" '
-                       'GROUP BY "run_id" ORDER BY "run_id"').fetchall()
-    for run_id, low, high in runs:
+    per_source = con.execute('SELECT "run_id", "source_id", count(*) FROM "nodes" '
+                             'GROUP BY "run_id", "source_id" ORDER BY "run_id", "source_id"').fetchall()
+    select = ('SELECT n."run_id", p.* FROM "node_payloads" AS p JOIN "nodes" AS n USING ("source_id", "line_no") '
+              'WHERE n."run_id" = ? AND p."source_id" BETWEEN ? AND ?')
+    for run_id, chunks in _chunks_by_run(per_source):
         folder = target / f"run_id={quote(run_id, safe='')}"  # nodes.run_id is never NULL
         folder.mkdir(parents=True, exist_ok=True)
-        select = ('SELECT n."run_id", p.* FROM "node_payloads" AS p JOIN "nodes" AS n USING ("source_id", "line_no") '
-                  'WHERE n."run_id" = ? AND p."source_id" BETWEEN ? AND ?')
-        _copy(con, select, [run_id, low, high], folder / "data_0.parquet", "FORMAT PARQUET", PAYLOADS, out)
+        for i, (low, high) in enumerate(chunks):
+            _copy(con, select, [run_id, low, high], folder / f"data_{i}.parquet", "FORMAT PARQUET", PAYLOADS, out)
     orphans = ('FROM "node_payloads" AS p ANTI JOIN "nodes" AS n USING ("source_id", "line_no")')
     if con.execute(f"SELECT count(*) {orphans}").fetchone()[0]:
         folder = target / f"run_id={NULL_PARTITION}"
@@ -148,6 +156,22 @@ def _export_payloads(con, out: Path) -> Exported:
         _copy(con, f'SELECT CAST(NULL AS VARCHAR) AS "run_id", p.* {orphans}', [], folder / "data_0.parquet",
               "FORMAT PARQUET", PAYLOADS, out)
     return Exported(PAYLOADS, target, rows, True)
+
+
+def _chunks_by_run(per_source: list[tuple[str, int, int]]):
+    """(run_id, [(low source_id, high source_id), ...]) from (run_id, source_id, nodes) rows in
+    that order: consecutive sources of a run, up to PAYLOADS_PER_FILE nodes a chunk (or one source)."""
+    from itertools import groupby
+
+    for run_id, rows in groupby(per_source, key=lambda row: row[0]):
+        chunks, count = [], 0
+        for _, source_id, n in rows:
+            if chunks and count + n <= PAYLOADS_PER_FILE:
+                chunks[-1][1], count = source_id, count + n
+            else:
+                chunks.append([source_id, source_id])
+                count = n
+        yield run_id, [tuple(c) for c in chunks]
 
 
 def _select(name: str) -> str:

@@ -170,3 +170,40 @@ def test_a_restore_into_a_new_file_that_fails_leaves_no_file(db, tmp_path):
     result = CliRunner().invoke(main, ["--db", str(tmp_path / "copy.duckdb"), "ingest", str(lake)])
     assert result.exit_code == 1 and result.output.startswith("Error: ") and "steps:" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lake"]  # no copy.duckdb, no .wal
+
+
+
+def test_a_runs_payloads_go_in_files_of_a_bounded_number_and_restore_equal(db, tmp_path, monkeypatch):
+    """Each COPY writes at most PAYLOADS_PER_FILE payloads (the Parquet writer holds a row group's
+    rows in memory: one COPY of a whole run's payloads ran the memory budget out), a node file's
+    payloads in one file; the restore reads every file back."""
+    import shutil
+    from collections import Counter
+
+    from warehouse import export
+    from warehouse.db import connect
+    from warehouse.migrate import init_db
+
+    own = tmp_path / "own.duckdb"
+    shutil.copy(db, own)
+    with connect(f"duckdb:///{own}") as con:
+        con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) "
+                    "SELECT source_id, line_no, [line_no, 7] FROM nodes")
+        per_source = con.execute('SELECT "run_id", "source_id", count(*) FROM "nodes" GROUP BY 1, 2 ORDER BY 1, 2'
+                                 ).fetchall()
+    assert max(n for *_, n in per_source) >= 2 and len(per_source) > 2
+    monkeypatch.setattr(export, "PAYLOADS_PER_FILE", 3)
+    assert CliRunner().invoke(main, ["--db", str(own), "export", str(tmp_path / "lake")]).exit_code == 0
+    files = sorted((tmp_path / "lake" / "node_payloads").glob("*/*.parquet"))
+    counts = Counter(n for f in files for (n,) in read(str(f), "SELECT count(*) FROM SRC"))
+    assert len(files) > len({r[0] for r in per_source}) and max(counts) <= max(3, max(n for *_, n in per_source))
+    for f in files:  # a source's payloads in one file
+        sources = read(str(f), "SELECT DISTINCT source_id FROM SRC")
+        assert all(read(str(g), f"SELECT count(*) FROM SRC WHERE source_id = {s}") == [(0,)]
+                   for g in files if g != f for (s,) in sources)
+    assert list(export._chunks_by_run([("a", 1, 2), ("a", 2, 2), ("a", 5, 4), ("b", 6, 1), ("b", 7, 1),
+                                       ("b", 8, 2)])) == [("a", [(1, 1), (2, 2), (5, 5)]), ("b", [(6, 7), (8, 8)])]
+    fresh = tmp_path / "fresh.duckdb"
+    init_db(f"duckdb:///{fresh}")
+    assert CliRunner().invoke(main, ["--db", str(fresh), "ingest", str(tmp_path / "lake")]).exit_code == 0
+    assert table_rows(f"duckdb:///{fresh}")["node_payloads"] == table_rows(f"duckdb:///{own}")["node_payloads"]
