@@ -218,22 +218,29 @@ def test_migration_0010_passes_cover_the_token_ids_in_ranges():
     assert ranges(0, 150_999, 20_000_000) == [(0, 50_333), (50_334, 100_667), (100_668, 150_999)]
 
 
-def test_migration_0010_regroups_the_index_by_write_and_its_downgrade_unrolls_it(tmp_path):
-    """0008's rows (one per token and node) become rows per token and write with the same
-    entries, and the searches read them; the downgrade gives 0008's rows back."""
+def _at_0009_with_0008_index(tmp_path, payloads: str) -> tuple[str, list[tuple]]:
+    """A warehouse at 0009 holding the payloads `payloads` (an INSERT) and 0008's index of them,
+    as a writer before 0010 wrote it; and that index's rows."""
     path = tmp_path / "old.duckdb"
     url = f"duckdb:///{path}"
     upgrade(url, "0009")
-    old = duckdb.connect(str(path))  # as a writer before 0010 wrote it
+    old = duckdb.connect(str(path))
     try:
-        old.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
-                    "(1, 1, [5, 3, 5, NULL]), (1, 2, [3]), (2, 1, []), (2, 2, NULL), (3, 1, [7, 7, 3])")
+        old.execute(payloads)
         old.execute('INSERT INTO "node_token_index" SELECT DISTINCT "token_id", "source_id", "line_no" FROM '
                     '(SELECT "source_id", "line_no", unnest("response_token_ids") AS "token_id" FROM "node_payloads") '
                     'WHERE "token_id" IS NOT NULL ORDER BY ALL')
-        before = old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+        return url, old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
     finally:
         old.close()
+
+
+def test_migration_0010_regroups_the_index_by_write_and_its_downgrade_unrolls_it(tmp_path):
+    """0008's rows (one per token and node) become rows per token and write with the same
+    entries, and the searches read them; the downgrade gives 0008's rows back."""
+    url, before = _at_0009_with_0008_index(
+        tmp_path, "INSERT INTO node_payloads (source_id, line_no, response_token_ids) VALUES "
+                  "(1, 1, [5, 3, 5, NULL]), (1, 2, [3]), (2, 1, []), (2, 2, NULL), (3, 1, [7, 7, 3])")
     assert before == [(3, 1, 1), (3, 1, 2), (3, 3, 1), (5, 1, 1), (7, 3, 1)]
     assert upgrade(url, "0010") == "0010"
     with connect(url, read_only=True) as con:
@@ -316,19 +323,9 @@ def test_migration_0010_merges_its_chunks_into_one_write(tmp_path):
     """Enough payloads for several of the migration's chunks (512 payloads each): one write
     holds them all after it, with 0008's entries, and a token held by 1,300 nodes in two
     rows of at most 1,024."""
-    path = tmp_path / "old.duckdb"
-    url = f"duckdb:///{path}"
-    upgrade(url, "0009")
-    old = duckdb.connect(str(path))
-    try:
-        old.execute('INSERT INTO node_payloads (source_id, line_no, response_token_ids) '
-                    'SELECT 1 + i // 100, i % 100, [7, i % 13, NULL] FROM range(1300) AS t(i)')
-        old.execute('INSERT INTO "node_token_index" SELECT DISTINCT "token_id", "source_id", "line_no" FROM '
-                    '(SELECT "source_id", "line_no", unnest("response_token_ids") AS "token_id" FROM "node_payloads") '
-                    'WHERE "token_id" IS NOT NULL ORDER BY ALL')
-        before = old.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
-    finally:
-        old.close()
+    url, before = _at_0009_with_0008_index(
+        tmp_path, 'INSERT INTO node_payloads (source_id, line_no, response_token_ids) '
+                  'SELECT 1 + i // 100, i % 100, [7, i % 13, NULL] FROM range(1300) AS t(i)')
     assert upgrade(url, "0010") == "0010"
     _index_equals_its_payloads(url)
     with connect(url, read_only=True) as con:
