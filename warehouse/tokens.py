@@ -65,6 +65,16 @@ MAX_NARROWED_NODES = 5_000
 #: Nodes whose payloads one narrowed statement unrolls: its join holds their arrays, and
 #: 3,032 nodes of ~18 K tokens ran out of a 2 GB budget in one statement.
 NODES_PER_STATEMENT = 256
+#: Payload row ids a row group of node_payloads holds (warehouse.db.ROW_GROUP_SIZE), and the share
+#: of them whose nodes may hold an id before a search reads the view whole instead of a
+#: statement per row group.
+ROWS_PER_GROUP = 2048
+MAX_SHARE_OF_ROW_GROUPS = 0.5
+#: The payload row groups (row id // {rows}) holding the nodes whose response holds `$1`, with
+#: those nodes' (source_id, line_no); only the payloads' keys are read.
+ROW_GROUPS_HOLDING = ('SELECT p.rowid // {rows} AS "row_group", list(("source_id", "line_no") ORDER BY "source_id", '
+                      f'"line_no") FROM "node_payloads" AS p SEMI JOIN ({HOLDERS}) AS h USING ("source_id", "line_no") '
+                      'GROUP BY 1 ORDER BY 1')
 #: Payloads one write of a rebuild indexes (a restore, `rebuild_index`): its DISTINCT holds
 #: their token ids, about 18 K each in the scale benchmark's worst case.
 NODES_PER_REBUILT_WRITE = 512
@@ -191,22 +201,34 @@ def find_token(con, token_id: int, run_id: str | None = None):
     """`search_token` on an open connection: a `warehouse.query.Result`.
 
     The index names the nodes whose payloads hold the id; `node_tokens`' own SELECT (sql/) then
-    reads only those payloads: their source ids as a constant list, which DuckDB checks against
-    each row group's min and max before reading its arrays. At most NODES_PER_STATEMENT nodes'
-    payloads a statement (the join holds their arrays), the rows sorted as the view's query
-    sorts them."""
+    reads only those payloads, a statement per payload row group that holds one (on DuckLake,
+    per NODES_PER_STATEMENT nodes): each statement's range of row ids and of source ids is what
+    DuckDB checks against a row group before reading its arrays. Where the nodes' row groups
+    are more than MAX_SHARE_OF_ROW_GROUPS of all (an id common across the warehouse) or the
+    nodes more than MAX_NARROWED_NODES, the view is read whole: each row group once. The rows
+    are sorted as the view's query sorts them."""
+    from warehouse.db import is_ducklake_connection
     from warehouse.query import Result
 
-    keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM ({HOLDERS}) ORDER BY ALL',
-                       [token_id]).fetchall()
     where = ' WHERE "token_id" = $1 AND ($2 IS NULL OR "run_id" = $2)'
-    if not keys or len(keys) > MAX_NARROWED_NODES:
-        cur = con.execute('SELECT * FROM "node_tokens"' + where + _ORDER, [token_id, run_id])
+    if is_ducklake_connection(con):
+        keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM ({HOLDERS}) ORDER BY ALL',
+                           [token_id]).fetchall()
+        batches = [(keys[i:i + NODES_PER_STATEMENT], None) for i in range(0, len(keys), NODES_PER_STATEMENT)]
+        whole = len(keys) > MAX_NARROWED_NODES
+    else:
+        groups = con.execute(ROW_GROUPS_HOLDING.format(rows=int(ROWS_PER_GROUP)), [token_id]).fetchall()
+        keys = [key for _, held in groups for key in held]
+        total = con.execute('SELECT count(*) FROM "node_payloads"').fetchone()[0] // ROWS_PER_GROUP + 1
+        batches = [([tuple(k) for k in held], (g * ROWS_PER_GROUP, (g + 1) * ROWS_PER_GROUP - 1)) for g, held in groups]
+        whole = len(keys) > MAX_NARROWED_NODES or len(groups) > MAX_SHARE_OF_ROW_GROUPS * total
+    if not keys or whole:
+        limit = "" if keys else " LIMIT 0"  # no node holds it: the view's columns, no row read
+        cur = con.execute('SELECT * FROM "node_tokens"' + where + _ORDER + limit, [token_id, run_id])
         return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
     rows = []
-    for first in range(0, len(keys), NODES_PER_STATEMENT):
-        cur = con.execute(f"SELECT * FROM ({narrowed_view(keys[first:first + NODES_PER_STATEMENT])}) AS t" + where,
-                          [token_id, run_id])
+    for batch, row_ids in batches:
+        cur = con.execute(f"SELECT * FROM ({narrowed_view(batch, row_ids)}) AS t" + where, [token_id, run_id])
         rows += cur.fetchall()
     columns = [d[0] for d in cur.description]
     order = [columns.index(c) for c in ORDER_COLUMNS]  # none of them NULL; VARCHAR in byte order, as DuckDB's
@@ -214,14 +236,20 @@ def find_token(con, token_id: int, run_id: str | None = None):
     return Result(columns, rows, [str(d[1]) for d in cur.description])
 
 
-def narrowed_view(keys: list[tuple[int, int]]) -> str:
-    """`node_tokens`' SELECT over the payloads of the nodes `keys` (source_id, line_no) only."""
+def narrowed_view(keys: list[tuple[int, int]], row_ids: tuple[int, int] | None = None) -> str:
+    """`node_tokens`' SELECT over the payloads of the nodes `keys` (source_id, line_no) only,
+    those of the payload row ids `row_ids` (first, last) where given."""
     from sql import view_body
 
     body = view_body("node_tokens")
     if body.count(_PAYLOADS) != 1:
         raise AssertionError(f"sql/node_tokens.sql reads node_payloads other than as {_PAYLOADS!r}")
-    sources = ", ".join(str(int(s)) for s in sorted({s for s, _ in keys}))
+    sources = sorted({int(s) for s, _ in keys})
     pairs = ", ".join(f"({int(s)}, {int(n)})" for s, n in keys)
-    return body.replace(_PAYLOADS, f'FROM (SELECT * FROM "node_payloads" WHERE "source_id" IN ({sources}) '
-                                   f'AND ("source_id", "line_no") IN ({pairs})) AS p')
+    # the ranges are what DuckDB checks against each row group's bounds (an IN list alone is
+    # not: one statement of 256 nodes read every row group of a 10x warehouse, 37 s against 4.5 s)
+    ranges = f'"source_id" BETWEEN {sources[0]} AND {sources[-1]}'
+    if row_ids:
+        ranges += f" AND rowid BETWEEN {int(row_ids[0])} AND {int(row_ids[1])}"
+    return body.replace(_PAYLOADS, f'FROM (SELECT * FROM "node_payloads" WHERE {ranges} AND "source_id" IN '
+                                   f'({", ".join(map(str, sources))}) AND ("source_id", "line_no") IN ({pairs})) AS p')

@@ -117,6 +117,22 @@ def test_every_view_reads_the_same_on_ducklake_as_on_the_file(file_and_lake):
     assert run_query(lake_url, "SELECT count(*) FROM nodes").rows[0][0] > 0
 
 
+def test_a_token_search_on_ducklake_finds_what_it_finds_on_the_file(file_and_lake):
+    """On DuckLake the search narrows by nodes, not row ids: the same rows and nodes as the file's."""
+    from warehouse.query import run_query
+    from warehouse.tokens import search_token, search_token_nodes
+
+    file_url, lake_url, _ = file_and_lake
+    ids = [t for (t,) in run_query(file_url, 'SELECT "token_id" FROM "node_tokens" GROUP BY 1 '
+                                             'ORDER BY count(*) DESC, 1 LIMIT 3').rows]
+    assert ids
+    for token_id in ids + [10**9]:
+        on_file = search_token(file_url, token_id)
+        assert search_token(lake_url, token_id).rows == on_file.rows
+        assert search_token_nodes(lake_url, token_id).rows == search_token_nodes(file_url, token_id).rows
+    assert search_token(file_url, ids[0]).rows
+
+
 def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path):
     from warehouse.query import list_tables
 

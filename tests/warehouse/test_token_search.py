@@ -86,12 +86,20 @@ def _token_ids(url: str) -> list[tuple[int, int]]:
     return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
 
 
-@pytest.mark.parametrize("narrowed_up_to, per_statement", [(tokens.MAX_NARROWED_NODES, tokens.NODES_PER_STATEMENT),
-                                                             (tokens.MAX_NARROWED_NODES, 2),  # many statements
-                                                             (1, tokens.NODES_PER_STATEMENT)])  # the view whole
-def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to, per_statement):
+@pytest.mark.parametrize("narrowed_up_to, rows_per_group, share", [
+    (tokens.MAX_NARROWED_NODES, 16, 1.0),   # a statement per (narrow) row group of every id
+    (tokens.MAX_NARROWED_NODES, 64, 0.2),   # ids in few row groups narrowed, common ones whole
+    (tokens.MAX_NARROWED_NODES, tokens.ROWS_PER_GROUP, tokens.MAX_SHARE_OF_ROW_GROUPS),  # as shipped
+    (0, 16, 1.0)])                          # the view whole
+def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to,
+                                                                rows_per_group, share):
     monkeypatch.setattr(tokens, "MAX_NARROWED_NODES", narrowed_up_to)
-    monkeypatch.setattr(tokens, "NODES_PER_STATEMENT", per_statement)
+    monkeypatch.setattr(tokens, "ROWS_PER_GROUP", rows_per_group)
+    monkeypatch.setattr(tokens, "MAX_SHARE_OF_ROW_GROUPS", share)
+    statements = []
+    narrowed = tokens.narrowed_view
+    monkeypatch.setattr(tokens, "narrowed_view", lambda keys, row_ids=None: statements.append(row_ids)
+                        or narrowed(keys, row_ids))
     url, _ = warehouse
     _index_equals_its_payloads(url)
     with connect(url, read_only=True) as con:
@@ -105,6 +113,10 @@ def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monke
             assert search_token(url, token_id, run_id).rows == _view(url, token_id, run_id) != []
     assert len({r[0] for r in search_token(url, _token_ids(url)[0][0]).rows}) > 1  # across runs
     assert search_token(url, _token_ids(url)[-1][0]).rows == []
+    if narrowed_up_to and share == 1.0:  # a statement per row group, its row ids only
+        assert statements and all(last - first + 1 == rows_per_group for first, last in statements)
+    elif narrowed_up_to == 0:
+        assert statements == []
 
 
 def test_the_nodes_holding_a_token_are_the_nodes_of_its_rows(warehouse, monkeypatch):
