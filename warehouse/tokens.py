@@ -26,6 +26,8 @@ an index lookup (positions and logprobs are then read for the nodes or run asked
 """
 from __future__ import annotations
 
+from warehouse.db import ROW_GROUP_SIZE
+
 INDEX = "node_token_index"
 WRITES = "node_token_index_writes"
 
@@ -65,10 +67,9 @@ MAX_NARROWED_NODES = 5_000
 #: Nodes whose payloads one narrowed statement unrolls: its join holds their arrays, and
 #: 3,032 nodes of ~18 K tokens ran out of a 2 GB budget in one statement.
 NODES_PER_STATEMENT = 256
-#: Payload row ids a row group of node_payloads holds (warehouse.db.ROW_GROUP_SIZE), and the share
-#: of them whose nodes may hold an id before a search reads the view whole instead of a
-#: statement per row group.
-ROWS_PER_GROUP = 2048
+#: Payload row ids a row group of node_payloads holds, and the share of them whose nodes may
+#: hold an id before a search reads the view whole instead of a statement per row group.
+ROWS_PER_GROUP = ROW_GROUP_SIZE
 MAX_SHARE_OF_ROW_GROUPS = 0.5
 #: The payload row groups (row id // {rows}) holding the nodes whose response holds `$1`, with
 #: those nodes' (source_id, line_no); only the payloads' keys are read.
