@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from warehouse.db import copy_warehouse
 
 
 _TEMPLATE: list[Path] = []  # set once per session by conftest's `_db_template`
@@ -11,9 +12,7 @@ _TEMPLATE: list[Path] = []  # set once per session by conftest's `_db_template`
 
 def make_db(tmp_path: Path, name: str = "wh.duckdb") -> str:
     """A fresh warehouse at schema head: a copy of one migrated template (migrations are slow)."""
-    import shutil
-
-    shutil.copy(_TEMPLATE[0], tmp_path / name)
+    copy_warehouse(_TEMPLATE[0], tmp_path / name)
     return f"duckdb:///{tmp_path / name}"
 
 
