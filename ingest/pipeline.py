@@ -106,10 +106,9 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         _load_files(_Walker(con, report, progress, max_line_bytes, lake), layouts, batch_bytes)
         if report.files_loaded and not lake:
             _merge_token_writes(con, first_write, report)
-        # the file: past LAZY_CHECKPOINT_BYTES the next open should not replay the WAL; a
-        # small write stays there (warehouse/db.py). DuckLake's CHECKPOINT is maintenance that
-        # rewrites files under other writers: left to the operator, docs/ducklake.md
-        if (report.files_loaded or report.files_failed) and not lake and _wal_is_large(con):
+        # the file: the next open needs no WAL replay (DuckLake's CHECKPOINT is maintenance
+        # that rewrites files under other writers: left to the operator, docs/ducklake.md)
+        if (report.files_loaded or report.files_failed) and not lake:
             _checkpoint(con)
     return report
 
@@ -123,13 +122,6 @@ def _merge_token_writes(con, first_write: int, report: IngestReport) -> None:
     except Exception as exc:  # noqa: BLE001 (the rows are in; say why the index stays in batches)
         report.warnings.append(f"the token index of this ingest stays one write per batch (token searches "
                                f"read more of it): merging its writes failed: {str(exc).strip().splitlines()[0]}")
-
-
-def _wal_is_large(con) -> bool:
-    from warehouse.db import LAZY_CHECKPOINT_BYTES, wal_bytes
-
-    path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
-    return not path or wal_bytes(path) >= LAZY_CHECKPOINT_BYTES
 
 
 def _checkpoint(con) -> None:

@@ -154,17 +154,6 @@ node_reasons AS (
         FROM "nodes"
     ) AS d
     WHERE "copies" > 1
-    -- 9, and a node's token arrays are stored once: node_payloads and node_train_tokens have
-    -- no key (migration 0011), so a second row for a node is reported here (keys read only)
-    UNION ALL
-    SELECT 9, "source_id", "line_no", 'its ' || "what" || ' is stored ' || "copies" || ' times'
-    FROM (
-        SELECT 'payload' AS "what", "source_id", "line_no", count(*) AS "copies"
-        FROM "node_payloads" GROUP BY "source_id", "line_no" HAVING count(*) > 1
-        UNION ALL
-        SELECT 'trained tokens row', "source_id", "line_no", count(*)
-        FROM "node_train_tokens" GROUP BY "source_id", "line_no" HAVING count(*) > 1
-    ) AS stored
 ),
 node_violations AS (
     SELECT

@@ -6,7 +6,6 @@ import os
 import pytest
 
 from warehouse.config import DATA_PATH_ENV_VAR, DB_ENV_VAR
-from warehouse.db import copy_warehouse
 
 
 # Every tiny policy a test builds (in this process or a `train run` it starts) trains all its
@@ -111,6 +110,8 @@ def template_db(tmp_path_factory):
 @pytest.fixture
 def db_url(template_db, tmp_path) -> str:
     """A fresh, migrated warehouse file in tmp_path (a copy of the session's template)."""
+    import shutil
+
     target = tmp_path / "wh.duckdb"
-    copy_warehouse(template_db, target)
+    shutil.copyfile(template_db, target)
     return f"duckdb:///{target}"

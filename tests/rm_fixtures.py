@@ -6,11 +6,11 @@ Import the fixtures into a test module with `from tests.rm_fixtures import *`.
 """
 from __future__ import annotations
 
+import shutil
 
 import pytest
 
 from ingest.rm_sample import RM_RUN
-from warehouse.db import copy_warehouse
 
 __all__ = ["RM_RUN", "rm_root", "rm_template", "rm_url", "ingest", "copy_template"]
 
@@ -23,7 +23,7 @@ def ingest(url: str, root):
 
 def copy_template(template, tmp_path, name: str = "rm.duckdb") -> str:
     target = tmp_path / name
-    copy_warehouse(template, target)
+    shutil.copyfile(template, target)
     return f"duckdb:///{target}"
 
 
@@ -44,7 +44,7 @@ def rm_template(template_db, tmp_path_factory):
     folder = tmp_path_factory.mktemp("rm_template")
     write_rm_run(folder / "root")
     path = folder / "rm.duckdb"
-    copy_warehouse(template_db, path)
+    shutil.copyfile(template_db, path)
     report = ingest(f"duckdb:///{path}", folder / "root")
     assert report.exit_code == 0, report.errors
     return path

@@ -41,13 +41,6 @@ STORAGE_COMPATIBILITY = {"storage_compatibility_version": "v1.0.0"}
 # (benchmarks/scale_bench.py). DuckDB does not store the size in the file: every connection
 # that writes attaches the file with it, and migration 0006 regroups older warehouses.
 ROW_GROUP_SIZE = 2048
-# A writer that closes with less than this in the file's WAL leaves it there: DuckDB's closing
-# checkpoint rewrites the table's last, partial row group whole (up to 2,047 payloads: 2-3 s
-# for a 2-node run, whatever it added). The WAL keeps every commit; a reader replays it (a
-# few ms a MB) and the first writer past this size writes it into the file, so that rewrite
-# comes once per 16 MB added, not once per write. DuckDB's own checkpoint_threshold is the
-# same 16 MB: a commit past it checkpoints as before.
-LAZY_CHECKPOINT_BYTES = 16 * 1024 * 1024
 LAKE_ALIAS = "wh"
 # The extensions come as Python packages pinned to duckdb's own version (pyproject.toml):
 # loaded from there, never downloaded at run time.
@@ -220,31 +213,7 @@ def _release_file(key: str | None, cursor) -> None:
         shared.users -= 1
         if shared.users == 0:
             del _FILES[key]
-            if not shared.read_only and wal_bytes(key) < LAZY_CHECKPOINT_BYTES:
-                shared.con.execute("PRAGMA disable_checkpoint_on_shutdown")
             shared.con.close()
-
-
-def copy_warehouse(src: str | os.PathLike, dst: str | os.PathLike) -> str:
-    """Copy a closed warehouse file with its WAL (the small writes not yet checkpointed into
-    it, LAZY_CHECKPOINT_BYTES): the file alone would lack them. Returns `dst`."""
-    import shutil
-
-    shutil.copyfile(src, dst)
-    if os.path.exists(f"{src}.wal"):
-        shutil.copyfile(f"{src}.wal", f"{dst}.wal")
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(f"{dst}.wal")  # a stale log beside dst would be replayed into the copy
-    return str(dst)
-
-
-def wal_bytes(path: str) -> int:
-    """The size of the file's write-ahead log: commits not yet written into the file."""
-    try:
-        return os.path.getsize(path + ".wal")
-    except OSError:
-        return 0
 
 
 def open_error(exc: Exception, url: str) -> Exception:

@@ -177,15 +177,11 @@ nodes = sa.Table(
     sa.Index("ix_nodes_node_id", "run_id", "node_id"),
 )
 
-# The two tables of token arrays have no primary key: DuckDB logs an append to a table with
-# an index and LIST columns by writing its whole open row group to the WAL (up to 2,047
-# payloads for two added; migration 0011). (source_id, line_no) is unique by how they are
-# written (a source's rows go before it is loaded again), and the quality gate checks it.
 node_payloads = sa.Table(
     "node_payloads",
     metadata,
-    sa.Column("source_id", sa.Integer, nullable=False, autoincrement=False),
-    sa.Column("line_no", sa.Integer, nullable=False, autoincrement=False),
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False),
     *record_columns(NODE_PAYLOAD_FIELDS, "node_payloads"),
 )
 
@@ -218,8 +214,8 @@ node_token_index_writes = sa.Table(
 node_train_tokens = sa.Table(
     "node_train_tokens",
     metadata,
-    sa.Column("source_id", sa.Integer, nullable=False, autoincrement=False, comment="the node's"),
-    sa.Column("line_no", sa.Integer, nullable=False, autoincrement=False, comment="the node's"),
+    sa.Column("source_id", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
+    sa.Column("line_no", sa.Integer, primary_key=True, autoincrement=False, comment="the node's"),
     sa.Column("run_id", Text, nullable=False),
     *record_columns(NODE_TRAIN_TOKEN_FIELDS, "node_train_tokens"),
     # derived at load time (NODE_TRAIN_TOKEN_DERIVED_COLUMNS) from the arrays and the node's

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from warehouse.db import copy_warehouse
 
 
 _TEMPLATE: list[Path] = []  # set once per session by conftest's `_db_template`
@@ -12,7 +11,9 @@ _TEMPLATE: list[Path] = []  # set once per session by conftest's `_db_template`
 
 def make_db(tmp_path: Path, name: str = "wh.duckdb") -> str:
     """A fresh warehouse at schema head: a copy of one migrated template (migrations are slow)."""
-    copy_warehouse(_TEMPLATE[0], tmp_path / name)
+    import shutil
+
+    shutil.copy(_TEMPLATE[0], tmp_path / name)
     return f"duckdb:///{tmp_path / name}"
 
 

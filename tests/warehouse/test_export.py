@@ -9,7 +9,6 @@ from click.testing import CliRunner
 from tests.sql.conftest import small_warehouse
 from warehouse.cli import main
 from warehouse.config import db_path_from_url
-from warehouse.db import copy_warehouse
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +94,14 @@ def test_ingesting_an_export_into_a_fresh_warehouse_restores_every_table(db, tmp
 
 
 def test_payloads_go_run_by_run_and_those_of_no_node_too(db, tmp_path):
+    import shutil
 
     from warehouse.db import connect
     from warehouse.migrate import init_db
     from warehouse.tokens import rebuild_index
 
     own = tmp_path / "own.duckdb"
-    copy_warehouse(db, own)
+    shutil.copy(db, own)
     with connect(f"duckdb:///{own}") as con:
         con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) "
                     "SELECT source_id, line_no, [line_no, 7] FROM nodes")
@@ -152,8 +152,9 @@ def _tour_line(start: str) -> list[str]:
 
 
 def test_the_readme_tour_exports_and_restores_into_a_new_file_as_written(db, tmp_path, monkeypatch):
+    import shutil
 
-    copy_warehouse(db, tmp_path / "warehouse.duckdb")  # the tour's ./warehouse.duckdb
+    shutil.copyfile(db, tmp_path / "warehouse.duckdb")  # the tour's ./warehouse.duckdb
     monkeypatch.chdir(tmp_path)
     export, restore = _tour_line("warehouse export parquet/"), _tour_line("warehouse --db copy.duckdb ingest")
     assert restore == ["warehouse", "--db", "copy.duckdb", "ingest", "parquet/"]
@@ -176,6 +177,7 @@ def test_a_runs_payloads_go_in_files_of_a_bounded_number_and_restore_equal(db, t
     """Each COPY writes at most PAYLOADS_PER_FILE payloads (the Parquet writer holds a row group's
     rows in memory: one COPY of a whole run's payloads ran the memory budget out), a node file's
     payloads in one file; the restore reads every file back."""
+    import shutil
     from collections import Counter
 
     from warehouse import export
@@ -183,7 +185,7 @@ def test_a_runs_payloads_go_in_files_of_a_bounded_number_and_restore_equal(db, t
     from warehouse.migrate import init_db
 
     own = tmp_path / "own.duckdb"
-    copy_warehouse(db, own)
+    shutil.copy(db, own)
     with connect(f"duckdb:///{own}") as con:
         con.execute("INSERT INTO node_payloads (source_id, line_no, response_token_ids) "
                     "SELECT source_id, line_no, [line_no, 7] FROM nodes")

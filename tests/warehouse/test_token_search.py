@@ -19,7 +19,6 @@ from warehouse import migrate
 from warehouse.migrate import init_db, upgrade
 from warehouse import tokens
 from warehouse.tokens import search_token, search_token_nodes
-from warehouse.db import copy_warehouse
 
 VIEW = ('SELECT * FROM "node_tokens" WHERE "token_id" = ? AND (? IS NULL OR "run_id" = ?) '
         'ORDER BY "run_id", "round", "task", "node_id", "source_id", "line_no", "position"')
@@ -145,7 +144,7 @@ def test_the_nodes_holding_a_token_are_the_nodes_of_its_rows(warehouse, monkeypa
 
 def test_a_changed_source_leaves_no_index_rows_of_its_old_payloads(warehouse, tmp_path):
     url, root = warehouse
-    url2 = f"duckdb:///{copy_warehouse(url.removeprefix('duckdb:///'), tmp_path / 'wh.duckdb')}"
+    url2 = f"duckdb:///{shutil.copy(url.removeprefix('duckdb:///'), tmp_path / 'wh.duckdb')}"
     path = sorted(root.rglob("*.jsonl"))[1]
     original = path.read_text()
     try:

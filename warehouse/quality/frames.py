@@ -28,17 +28,9 @@ SELECT
          THEN t."task_sign" * n."test_metric" END AS "oriented_by_task",
     n."n_response_tokens", n."n_response_logprobs", n."code_chars",
     COALESCE(TRY_CAST(json_extract_string(r."overrides", '$.response_cap') AS INTEGER),
-             a."response_cap") AS "response_cap",
-    -- rows beyond one of the node's payload / trained tokens (keyless tables; NULL when one)
-    dp."copies" AS "payload_copies", dt."copies" AS "train_token_copies"
+             a."response_cap") AS "response_cap"
 FROM "nodes" AS n
 LEFT JOIN "runs" AS r ON r."run_id" = n."run_id"
-LEFT JOIN (SELECT "source_id", "line_no", count(*) AS "copies" FROM "node_payloads"
-           GROUP BY "source_id", "line_no" HAVING count(*) > 1) AS dp
-    ON dp."source_id" = n."source_id" AND dp."line_no" = n."line_no"
-LEFT JOIN (SELECT "source_id", "line_no", count(*) AS "copies" FROM "node_train_tokens"
-           GROUP BY "source_id", "line_no" HAVING count(*) > 1) AS dt
-    ON dt."source_id" = n."source_id" AND dt."line_no" = n."line_no"
 LEFT JOIN "arms" AS a ON a."name" = r."arm"
 LEFT JOIN (
     SELECT "task",

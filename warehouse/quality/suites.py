@@ -120,16 +120,11 @@ def _nodes() -> list:
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
-    unique = [
-        gxe.ExpectCompoundColumnsToBeUnique(
-            column_list=["run_id", "node_id"], **_meta(9, "node ids unique within a run")),
-        gxe.ExpectColumnValuesToBeNull(column="payload_copies", **_meta(9, "a node's payload stored once")),
-        gxe.ExpectColumnValuesToBeNull(column="train_token_copies",
-                                       **_meta(9, "a node's trained tokens stored once")),
-    ]
+    unique_ids = gxe.ExpectCompoundColumnsToBeUnique(
+        column_list=["run_id", "node_id"], **_meta(9, "node ids unique within a run"))
     return [*_reward_expectations(gxe, Column), *_status_mode_expectations(gxe, Column),
             *_payload_expectations(gxe, Column), *_grading_expectations(gxe, Column),
-            *unique]
+            unique_ids]
 
 
 def _no_violations(check_no: int, what: str, view: str = "invariant_violations"

@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from train.cli import main
-from warehouse.db import copy_warehouse
 
 SMALL = ["--set", "grad_accum=2", "--set", "max_steps=4", "--set", "save_at=2", "--set", "lr=3e-3",
          "--set", "lora_rank=8", "--set", "lora_alpha=16", "--set", "max_length=96", "--device", "cpu"]
@@ -32,6 +31,8 @@ def rows(url: str, table: str, run_id: str) -> list:
                     reason="needs the tiny policy: set TRAIN_TINY_POLICY_DIR (CI does)")
 def test_train_rm_tiny_lands_rows_that_pass_the_gate_and_its_export_ingests_to_the_same_rows(
         db_url, small_eval, tmp_path, template_db):
+    import shutil
+
     from ingest.pipeline import ingest_roots
     from warehouse.quality.runner import run_checks
 
@@ -53,7 +54,7 @@ def test_train_rm_tiny_lands_rows_that_pass_the_gate_and_its_export_ingests_to_t
     assert "formal_p00004_full" in page and "Chat Hard" in page and (tmp_path / "report" / "scores_by_progress.png").is_file()
 
     other = tmp_path / "other.duckdb"
-    copy_warehouse(template_db, other)
+    shutil.copyfile(template_db, other)
     ingest_roots(f"duckdb:///{other}", [tmp_path / "export"])
     for table in COMPARED:
         assert rows(f"duckdb:///{other}", table, "rm_cli") == rows(db_url, table, "rm_cli"), table

@@ -12,10 +12,10 @@ NULL), or `-- expect: none`.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from warehouse.db import copy_warehouse
 
 CASES_DIR = Path(__file__).parent / "cases"
 
@@ -159,7 +159,7 @@ def case_files() -> list[Path]:
 def clean_template(template_db, tmp_path_factory) -> Path:
     """The clean warehouse, filled once per session (a copy of the migrated template)."""
     path = tmp_path_factory.mktemp("quality") / "clean.duckdb"
-    copy_warehouse(template_db, path)
+    shutil.copyfile(template_db, path)
     build_clean(f"duckdb:///{path}")
     return path
 
@@ -168,7 +168,7 @@ def clean_template(template_db, tmp_path_factory) -> Path:
 def clean_url(clean_template, tmp_path) -> str:
     """A private copy of the clean warehouse (copying beats migrating for every test)."""
     path = tmp_path / "wh.duckdb"
-    copy_warehouse(clean_template, path)
+    shutil.copyfile(clean_template, path)
     return f"duckdb:///{path}"
 
 

@@ -2,9 +2,9 @@
 built once per session for the dashboard's tests, which only read it."""
 from __future__ import annotations
 
+import shutil
 
 import pytest
-from warehouse.db import copy_warehouse
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +21,7 @@ def demo_template(tmp_path_factory):
 def demo_url(demo_template, tmp_path_factory) -> str:
     """A copy per module, so a module that writes (a new round) leaves the others alone."""
     target = tmp_path_factory.mktemp("demo_copy") / "demo.duckdb"
-    copy_warehouse(demo_template, target)
+    shutil.copyfile(demo_template, target)
     url = f"duckdb:///{target}"
     add_violations(url)
     return url

@@ -11,7 +11,6 @@ import pytest
 
 from tests.warehouse.serve.conftest import add_round, sql
 from warehouse.config import db_path_from_url
-from warehouse.db import copy_warehouse
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +164,13 @@ def test_compare_values_are_each_tasks_metric_averaged_in_python_or_the_one_task
 
 
 def test_compare_by_arm_skips_the_arms_runs_without_rounds(demo_url, tmp_path):
+    import shutil
 
     from warehouse.db import connect
     from warehouse.serve import data
 
     copy = tmp_path / "wh.duckdb"
-    copy_warehouse(db_path_from_url(demo_url), copy)
+    shutil.copyfile(db_path_from_url(demo_url), copy)
     url = f"duckdb:///{copy}"
     arm = sql(url, 'SELECT "arm" FROM "runs" WHERE "run_id" IN (SELECT "run_id" FROM "task_round_metrics") '
                    'AND "arm" IS NOT NULL ORDER BY 1 LIMIT 1')[0][0]
@@ -186,11 +186,13 @@ def test_compare_pickers_list_what_run_metrics_lists(demo_url, tmp_path):
     """The pickers read the key tables, not run_metrics; they offer the runs, arms, models and
     task sets of run_metrics' rows, a failed launch (a runs row, no rounds: the compare tables
     skip it) and a run with steps but no runs row and no nodes included."""
+    import shutil
+
     from warehouse.db import connect
     from warehouse.serve import data
 
     copy = tmp_path / "wh.duckdb"
-    copy_warehouse(db_path_from_url(demo_url), copy)
+    shutil.copyfile(db_path_from_url(demo_url), copy)
     url = f"duckdb:///{copy}"
     with connect(url) as con:
         con.execute("INSERT INTO runs (run_id, kind, arm, model, lost) "
