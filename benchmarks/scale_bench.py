@@ -4,6 +4,7 @@
                                      [--layouts 2048,122880,ducklake] [--export] [--pages]
                                      [--keep] [--json PATH]
     python benchmarks/scale_bench.py --measure WAREHOUSE.duckdb --base BASE --work DIR [--pages] [--export]
+    python benchmarks/scale_bench.py --grow WAREHOUSE.duckdb --base BASE --work DIR --copies 11-30
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
 node files of about `--file-mb` MB, 16 nodes each), copied (hard links) under distinct run ids.
@@ -37,6 +38,9 @@ measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and
 scale's copied as `rg<size>_<S>x.duckdb` once its figures are taken. `--json` writes every
 figure to a file as well. `--measure` takes the figures of one scale (the 2-node run, tables,
 token searches, pages, export) on a warehouse built earlier, e.g. one `--keep` left.
+`--grow` ingests more copies of the root into such a warehouse (copies numbered as given, run
+ids `20260801_<copy>_bench`), each in a process of its own, printing each root ingest's
+seconds and peak RSS: how 30x is built from a kept 10x, then measured with `--measure`.
 """
 from __future__ import annotations
 
@@ -274,6 +278,23 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
     return results
 
 
+def grow(url: str, base: Path, work: Path, copies: range, json_path: Path | None) -> None:
+    """Ingest copy after copy of the root into the warehouse at `url`, each in a process of
+    its own; print (and with `json_path`, write) each root ingest's seconds and peak RSS."""
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for copy in copies:
+        root = work / f"root_{copy}"
+        shutil.rmtree(root, ignore_errors=True)
+        mb = _copy_root(base, root, f"20260801_{copy:06d}_bench") / 1e6
+        seconds, rss = _in_own_process(_ingest, 2048, url, str(root))
+        shutil.rmtree(root)
+        rows.append({"copy": copy, "root_mb": mb, "root_s": seconds, "root_rss_mb": rss})
+        print(f"  copy {copy}: {mb:,.1f} MB in {seconds:.1f} s, peak {rss:,.0f} MB", flush=True)
+        if json_path:
+            json_path.write_text(json.dumps(rows, indent=1))
+
+
 def print_table(results: dict[int, dict[int, dict[str, float]]], scales: list[int]) -> None:
     ours, *others = list(results)
     keys = list(results[ours][scales[-1]])
@@ -333,7 +354,17 @@ def main() -> None:
                              "with --base, the root its copies came from (the folder of its run)")
     parser.add_argument("--base", type=Path, default=None, help="with --measure: the generated root")
     parser.add_argument("--tag", default="999999", help="with --measure: the 2-node run's id tag (new each time)")
+    parser.add_argument("--grow", type=Path, default=None, metavar="DB",
+                        help="ingest more copies of the root (--copies) into this existing DuckDB warehouse")
+    parser.add_argument("--copies", default=None, metavar="FIRST-LAST",
+                        help="with --grow: the copies' numbers (their run ids), e.g. 11-30")
     args = parser.parse_args()
+    if args.grow:
+        if args.base is None or args.work is None or args.copies is None:
+            parser.error("--grow needs --base, --work and --copies")
+        first, last = (int(n) for n in args.copies.split("-"))
+        grow(f"duckdb:///{args.grow}", args.base, args.work, range(first, last + 1), args.json)
+        return
     if args.measure:
         if args.base is None or args.work is None:
             parser.error("--measure needs --base and --work")
