@@ -346,3 +346,25 @@ def test_migration_0010_merges_its_chunks_into_one_write(tmp_path):
         assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index"').fetchall() == [(4,)]
         assert con.execute('SELECT len("source_ids") FROM "node_token_index" WHERE "token_id" = 7 ORDER BY rowid'
                            ).fetchall() == [(1024,), (276,)]
+
+
+def test_an_upgrade_to_0010_killed_midway_builds_the_index_again_when_run_again(tmp_path):
+    """The build commits chunk by chunk: a kill leaves the revision at 0009, 0008's index gone
+    and a part-built one; the next upgrade drops it and builds the whole index from the
+    payloads, the entries 0008 held."""
+    url, before = _at_0009_with_0008_index(
+        tmp_path, 'INSERT INTO node_payloads (source_id, line_no, response_token_ids) '
+                  'SELECT 1 + i // 100, i % 100, [7, i % 13, NULL] FROM range(1300) AS t(i)')
+    with connect(url) as con:  # what a kill after the first chunk's write leaves
+        con.execute('DROP TABLE "node_token_index"')
+        con.execute('CREATE TABLE "node_token_index_writes" ("write_id" INTEGER NOT NULL, "source_id" INTEGER NOT NULL)')
+        con.execute('CREATE TABLE "node_token_index" ("token_id" INTEGER NOT NULL, "write_id" INTEGER NOT NULL, '
+                    '"source_ids" INTEGER[] NOT NULL, "line_nos" INTEGER[] NOT NULL)')
+        con.execute('INSERT INTO "node_token_index" VALUES (7, 1, [1, 2], [0, 0])')
+        con.execute('INSERT INTO "node_token_index_writes" VALUES (1, 1), (1, 2)')
+        assert con.execute('SELECT * FROM "alembic_version"').fetchall() == [("0009",)]
+    assert upgrade(url, "0010") == "0010"
+    _index_equals_its_payloads(url)
+    with connect(url, read_only=True) as con:
+        assert sorted(con.execute(HELD).fetchall()) == before
+        assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index_writes"').fetchall() == [(4,)]
