@@ -1,12 +1,13 @@
-"""`warehouse tables` counts node_tokens from the nodes' stored lengths: the same number as
-counting the view's rows, without unrolling every token; and logprob_mismatch without
-reading payloads while nothing is trained."""
+"""`warehouse tables` counts node_tokens from the nodes' stored lengths and node_parents from
+the nodes with a parent: the same numbers as counting the views' rows, without unrolling
+every token or looking every parent up; and logprob_mismatch without reading payloads while
+nothing is trained."""
 from __future__ import annotations
 
 from tests.sql.conftest import small_warehouse
 from warehouse.db import connect
 from warehouse.migrate import init_db
-from warehouse.query import COUNTED_BY_LENGTH, list_tables
+from warehouse.query import COUNTED_FROM_TABLES, list_tables
 
 
 def test_node_tokens_counted_from_lengths_equals_its_rows(tmp_path):
@@ -24,11 +25,18 @@ def test_node_tokens_counted_from_lengths_equals_its_rows(tmp_path):
                     'WHERE p.source_id = nodes.source_id AND p.line_no = nodes.line_no')
         con.execute('UPDATE nodes SET n_response_tokens = 7 WHERE line_no = 1 AND NOT EXISTS '  # no payload row
                     '(SELECT 1 FROM node_payloads AS p WHERE p.source_id = nodes.source_id AND p.line_no = 1)')
+        # parents: missing ones, and ids that several nodes of the run hold (one row a child still)
+        con.execute("UPDATE nodes SET parent_id = CASE WHEN line_no % 3 = 0 THEN 'no-such-node' ELSE "
+                    "(SELECT min(p.node_id) FROM nodes AS p WHERE p.run_id = nodes.run_id) END WHERE line_no % 2 = 0")
+        con.execute("UPDATE nodes SET node_id = (SELECT min(p.node_id) FROM nodes AS p WHERE p.run_id = nodes.run_id) "
+                    "WHERE line_no = 3")
         rows = con.execute('SELECT count(*) FROM "node_tokens"').fetchone()[0]
+        children = con.execute('SELECT count(*) FROM "node_parents"').fetchone()[0]
         assert con.execute('SELECT count(*) FROM "logprob_mismatch"').fetchone()[0] == 0
     listed = {name: n for name, _, n in list_tables(url).rows}
-    assert "node_tokens" in COUNTED_BY_LENGTH
+    assert {"node_tokens", "node_parents"} <= set(COUNTED_FROM_TABLES)
     assert rows > 10 and listed["node_tokens"] == rows
+    assert children > 3 and listed["node_parents"] == children
     assert listed["logprob_mismatch"] == 0
     with connect(url) as con:  # trained nodes: the view is counted
         con.execute("INSERT INTO node_train_tokens (source_id, line_no, run_id, trainer_logprobs) "
