@@ -108,15 +108,13 @@ def list_tables(url: str) -> Result:
         require_head(con, url)
         lake = is_ducklake_connection(con)
         names = (lake and _lake_names(con)) or con.execute(LISTING).fetchall()
-        by_length = COUNTED_FROM_TABLES
         if not lake:
-            rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name, by_length))
-                    for name, kind in names]
+            rows = [(name, "view" if kind == "VIEW" else "table", _count(con, name)) for name, kind in names]
             return Result(["name", "kind", "rows"], rows)
-        counted = [name for name, kind in names if kind != "VIEW" or name in by_length]
-        counts = _count_together(con, counted, by_length)
+        counted = [name for name, kind in names if kind != "VIEW" or name in COUNTED_FROM_TABLES]
+        counts = _count_together(con, counted)
         rows = [(name, "view" if kind == "VIEW" else "table", counts.get(name),
-                 view_grain(name) if kind == "VIEW" and name not in by_length else None)
+                 view_grain(name) if kind == "VIEW" and name not in COUNTED_FROM_TABLES else None)
                 for name, kind in names]
     return Result(["name", "kind", "rows", "grain"], rows)
 
@@ -166,26 +164,26 @@ def view_grain(name: str) -> str | None:
     return re.split(r"[.:](?:\s|$)", grain, maxsplit=1)[0] or None  # up to its first sentence's end or colon
 
 
-def _count_together(con, names: list[str], by_length: dict[str, str]) -> dict[str, int | str]:
+def _count_together(con, names: list[str]) -> dict[str, int | str]:
     """Each relation's count in one statement (on DuckLake each statement reads the catalog's
     snapshot and stats again: one statement for all is 2-4x faster than one each); one by one
     where that statement fails, so a relation that cannot be counted still gets its line."""
-    parts = [f"({by_length[name]})" if name in by_length else f"(SELECT count(*) FROM {_quoted(name)})"
+    parts = [f"({COUNTED_FROM_TABLES[name]})" if name in COUNTED_FROM_TABLES else f"(SELECT count(*) FROM {_quoted(name)})"
              for name in names]
     try:
         return dict(zip(names, con.execute("SELECT " + ", ".join(parts)).fetchone())) if names else {}
     except Exception:  # noqa: BLE001 - counted one by one below, each error on its own line
-        return {name: _count(con, name, by_length) for name in names}
+        return {name: _count(con, name) for name in names}
 
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _count(con, name: str, by_length: dict[str, str]) -> int | str:
+def _count(con, name: str) -> int | str:
     try:
         if name in EMPTY_WITHOUT and not con.execute(f"SELECT count(*) FROM {_quoted(EMPTY_WITHOUT[name])}").fetchone()[0]:
             return 0
-        return con.execute(by_length.get(name, f"SELECT count(*) FROM {_quoted(name)}")).fetchone()[0]
+        return con.execute(COUNTED_FROM_TABLES.get(name, f"SELECT count(*) FROM {_quoted(name)}")).fetchone()[0]
     except Exception as exc:  # noqa: BLE001 - a broken view still gets listed
         return f"error: {str(exc).splitlines()[0]}"

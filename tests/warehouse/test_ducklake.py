@@ -225,7 +225,7 @@ def test_tables_counts_on_ducklake_equal_count_star_after_a_source_is_reloaded(s
     assert {kind for _, kind, _, _ in listed} == {"table", "view"}
     with connect(lake_url, read_only=True) as con:
         for name, kind, n, grain in listed:
-            if kind == "table" or name in COUNTED_FROM_TABLES:  # node_tokens: a sum of stored lengths
+            if kind == "table" or name in COUNTED_FROM_TABLES:  # counted from the tables under them
                 assert n == con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0], name
             else:  # the other views are listed with their grain, not counted (each plan costs seconds)
                 assert n is None and grain.startswith("one row per"), (name, n, grain)
