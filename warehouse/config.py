@@ -137,6 +137,14 @@ def memory_limit() -> str:
     return parse_memory_limit(value, f"${MEMORY_ENV_VAR}") if value else DEFAULT_MEMORY_LIMIT
 
 
+def memory_limit_bytes(value: str) -> int:
+    """A memory_limit as `parse_memory_limit` returns it, in bytes."""
+    import re
+
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?I?B)", value.upper()).groups()
+    return int(float(number) * _MEMORY_UNITS[unit])
+
+
 def parse_memory_limit(value: str, setting: str) -> str:
     """`value` as DuckDB reads a memory_limit ('2GB', '512MiB'), checked here."""
     import re

@@ -19,8 +19,9 @@ of them are held.
 A search reads the index first, then unrolls only the payloads of the nodes found, through
 `node_tokens`' own SELECT, so its rows are the view's rows for that id
 (tests/warehouse/test_token_search.py compares them). Reading a node's arrays reads its
-whole row group's (2,048 payloads): an id held by nodes in every row group costs about what
-the view costs. `search_token_nodes` answers from the index and `nodes` alone, one row per
+whole row group's (2,048 payloads), one row group a statement: an id held by nodes in every
+row group costs the view's time (0.5 s a row group of ~18 K-token payloads) and one row
+group's memory. `search_token_nodes` answers from the index and `nodes` alone, one row per
 node holding the id and no token array read: the across-all-runs question, at the cost of
 an index lookup (positions and logprobs are then read for the nodes or run asked about).
 """
@@ -61,21 +62,21 @@ HOLDERS = (f'SELECT h."source_id", h."line_no" FROM (SELECT "write_id", unnest("
            f'unnest("line_nos") AS "line_no" FROM "{INDEX}" WHERE "token_id" = $1) AS h '
            f'JOIN "{WRITES}" AS w USING ("write_id", "source_id")')
 
-#: Above this many nodes holding the id, the search reads `node_tokens` whole: the payloads it
-#: must unroll are then most of the warehouse, and the list of nodes would be a long statement.
-MAX_NARROWED_NODES = 5_000
-#: Nodes whose payloads one narrowed statement unrolls: its join holds their arrays, and
+#: Nodes whose payloads one DuckLake statement unrolls: its join holds their arrays, and
 #: 3,032 nodes of ~18 K tokens ran out of a 2 GB budget in one statement.
 NODES_PER_STATEMENT = 256
-#: Payload row ids a row group of node_payloads holds, and the share of them whose nodes may
-#: hold an id before a search reads the view whole instead of a statement per row group.
+#: Payload row ids a row group of node_payloads holds: a search on the file reads one row
+#: group's arrays a statement.
 ROWS_PER_GROUP = ROW_GROUP_SIZE
-MAX_SHARE_OF_ROW_GROUPS = 0.5
-#: The payload row groups (row id // {rows}) holding the nodes whose response holds `$1`, with
-#: those nodes' (source_id, line_no); only the payloads' keys are read.
+#: The live (source_id, line_no) of the nodes (of run $2, or of every run) whose response
+#: holds the token id `$1`.
+HOLDERS_OF_RUN = (f'SELECT h."source_id", h."line_no" FROM ({HOLDERS}) AS h WHERE $2 IS NULL OR '
+                  '(h."source_id", h."line_no") IN (SELECT "source_id", "line_no" FROM "nodes" WHERE "run_id" = $2)')
+#: The payload row groups (row id // {rows}) holding the nodes of HOLDERS_OF_RUN, with those
+#: nodes' (source_id, line_no); only the payloads' keys are read.
 ROW_GROUPS_HOLDING = ('SELECT p.rowid // {rows} AS "row_group", list(("source_id", "line_no") ORDER BY "source_id", '
-                      f'"line_no") FROM "node_payloads" AS p SEMI JOIN ({HOLDERS}) AS h USING ("source_id", "line_no") '
-                      'GROUP BY 1 ORDER BY 1')
+                      f'"line_no") FROM "node_payloads" AS p SEMI JOIN ({HOLDERS_OF_RUN}) AS h USING ("source_id", '
+                      '"line_no") GROUP BY 1 ORDER BY 1')
 #: Payloads one write of a rebuild indexes (a restore, `rebuild_index`): its DISTINCT holds
 #: their token ids, about 18 K each in the scale benchmark's worst case.
 NODES_PER_REBUILT_WRITE = 512
@@ -166,15 +167,16 @@ def rebuild_index(con) -> None:
     merge_writes(con, first)
 
 
-def search_token(url: str, token_id: int, run_id: str | None = None):
+def search_token(url: str, token_id: int, run_id: str | None = None, progress=None):
     """Every occurrence of `token_id` in a node's response (of `run_id`, or of every run), as
-    `node_tokens` rows in (run, round, task, node, position) order: a `warehouse.query.Result`."""
+    `node_tokens` rows in (run, round, task, node, position) order: a `warehouse.query.Result`.
+    `progress(done, total)`: called after each statement (see `find_token`)."""
     from warehouse.db import connect
     from warehouse.revision import require_head
 
     with connect(url, read_only=True) as con:
         require_head(con, url)
-        return find_token(con, token_id, run_id)
+        return find_token(con, token_id, run_id, progress)
 
 
 #: the nodes holding a token id, from the index and the lean nodes table (no token array)
@@ -198,43 +200,54 @@ def search_token_nodes(url: str, token_id: int, run_id: str | None = None):
         return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
 
 
-def find_token(con, token_id: int, run_id: str | None = None):
+def find_token(con, token_id: int, run_id: str | None = None, progress=None):
     """`search_token` on an open connection: a `warehouse.query.Result`.
 
-    The index names the nodes whose payloads hold the id; `node_tokens`' own SELECT (sql/) then
-    reads only those payloads, a statement per payload row group that holds one (on DuckLake,
-    per NODES_PER_STATEMENT nodes): each statement's range of row ids and of source ids is what
-    DuckDB checks against a row group before reading its arrays. Where the nodes' row groups
-    are more than MAX_SHARE_OF_ROW_GROUPS of all (an id common across the warehouse) or the
-    nodes more than MAX_NARROWED_NODES, the view is read whole: each row group once. The rows
-    are sorted as the view's query sorts them."""
+    The index names the nodes (of `run_id`, or of every run) whose payloads hold the id;
+    `node_tokens`' own SELECT (sql/) then reads only those payloads: on the file a statement
+    per payload row group that holds one, on DuckLake per NODES_PER_STATEMENT nodes. Each
+    statement's range of row ids and of source ids is what DuckDB checks against a row group
+    before reading its arrays, so a statement holds one row group's arrays at most, whatever
+    the warehouse holds: an id held in every row group costs a read of every payload (the
+    view's cost), never its memory. `progress(done, total)` is called after each statement.
+    The rows are sorted as the view's query sorts them."""
+    from warehouse.config import memory_limit, memory_limit_bytes
     from warehouse.db import is_ducklake_connection
     from warehouse.query import Result
 
-    where = ' WHERE "token_id" = $1 AND ($2 IS NULL OR "run_id" = $2)'
     if is_ducklake_connection(con):
-        keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM ({HOLDERS}) ORDER BY ALL',
-                           [token_id]).fetchall()
+        keys = con.execute(f'SELECT DISTINCT "source_id", "line_no" FROM ({HOLDERS_OF_RUN}) ORDER BY ALL',
+                           [token_id, run_id]).fetchall()
         batches = [(keys[i:i + NODES_PER_STATEMENT], None) for i in range(0, len(keys), NODES_PER_STATEMENT)]
-        whole = len(keys) > MAX_NARROWED_NODES
     else:
-        groups = con.execute(ROW_GROUPS_HOLDING.format(rows=int(ROWS_PER_GROUP)), [token_id]).fetchall()
-        keys = [key for _, held in groups for key in held]
-        total = con.execute('SELECT count(*) FROM "node_payloads"').fetchone()[0] // ROWS_PER_GROUP + 1
+        groups = con.execute(ROW_GROUPS_HOLDING.format(rows=int(ROWS_PER_GROUP)), [token_id, run_id]).fetchall()
         batches = [([tuple(k) for k in held], (g * ROWS_PER_GROUP, (g + 1) * ROWS_PER_GROUP - 1)) for g, held in groups]
-        whole = len(keys) > MAX_NARROWED_NODES or len(groups) > MAX_SHARE_OF_ROW_GROUPS * total
-    if not keys or whole:
-        limit = "" if keys else " LIMIT 0"  # no node holds it: the view's columns, no row read
-        cur = con.execute('SELECT * FROM "node_tokens"' + where + _ORDER + limit, [token_id, run_id])
-        return Result([d[0] for d in cur.description], cur.fetchall(), [str(d[1]) for d in cur.description])
+    where = ' WHERE "token_id" = $1 AND ($2 IS NULL OR "run_id" = $2)'
+    if not batches:  # no node holds it: the view's columns, no row read
+        cur = con.execute('SELECT * FROM "node_tokens"' + where + " LIMIT 0", [token_id, run_id])
+        return Result([d[0] for d in cur.description], [], [str(d[1]) for d in cur.description])
     rows = []
-    for batch, row_ids in batches:
-        cur = con.execute(f"SELECT * FROM ({narrowed_view(batch, row_ids)}) AS t" + where, [token_id, run_id])
-        rows += cur.fetchall()
-    columns = [d[0] for d in cur.description]
+    budget = memory_limit()
+    # each row group is read once, so DuckDB's cache of what it read is of no use here: a
+    # smaller one leaves room for the scan's own buffers, which memory_limit does not count
+    # (at 30x, 3.2 GB of RSS under a 2 GB limit, 2.2 GB under SCAN_SHARE of it, as fast)
+    con.execute(f"SET memory_limit = '{int(memory_limit_bytes(budget) * SCAN_SHARE)}B'")
+    try:
+        for done, (batch, row_ids) in enumerate(batches, 1):
+            cur = con.execute(f"SELECT * FROM ({narrowed_view(batch, row_ids)}) AS t" + where, [token_id, run_id])
+            columns, types = [d[0] for d in cur.description], [str(d[1]) for d in cur.description]
+            rows += cur.fetchall()
+            if progress is not None:
+                progress(done, len(batches))
+    finally:
+        con.execute(f"SET memory_limit = '{budget}'")
     order = [columns.index(c) for c in ORDER_COLUMNS]  # none of them NULL; VARCHAR in byte order, as DuckDB's
     rows.sort(key=lambda row: [row[i] for i in order])
-    return Result(columns, rows, [str(d[1]) for d in cur.description])
+    return Result(columns, rows, types)
+
+
+#: The share of the memory budget DuckDB may cache table blocks in during a token search.
+SCAN_SHARE = 0.5
 
 
 def narrowed_view(keys: list[tuple[int, int]], row_ids: tuple[int, int] | None = None) -> str:

@@ -86,16 +86,13 @@ def _token_ids(url: str) -> list[tuple[int, int]]:
     return [counts[0], counts[len(counts) // 2], counts[-1], (max(t for t, _ in counts) + 1, 0)]
 
 
-@pytest.mark.parametrize("narrowed_up_to, rows_per_group, share", [
-    (tokens.MAX_NARROWED_NODES, 16, 1.0),   # a statement per (narrow) row group of every id
-    (tokens.MAX_NARROWED_NODES, 64, 0.2),   # ids in few row groups narrowed, common ones whole
-    (tokens.MAX_NARROWED_NODES, tokens.ROWS_PER_GROUP, tokens.MAX_SHARE_OF_ROW_GROUPS),  # as shipped
-    (0, 16, 1.0)])                          # the view whole
-def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, narrowed_up_to,
-                                                                rows_per_group, share):
-    monkeypatch.setattr(tokens, "MAX_NARROWED_NODES", narrowed_up_to)
+@pytest.mark.parametrize("rows_per_group", [16, 64, tokens.ROWS_PER_GROUP])  # several row groups, as shipped
+def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monkeypatch, rows_per_group):
+    """For an id held by the most nodes, a middling number, one and none, over every run and
+    one run: the view's rows, read a statement per payload row group holding the id, each
+    statement within one row group's row ids (so its memory is one row group's arrays), and
+    progress told after each."""
     monkeypatch.setattr(tokens, "ROWS_PER_GROUP", rows_per_group)
-    monkeypatch.setattr(tokens, "MAX_SHARE_OF_ROW_GROUPS", share)
     statements = []
     narrowed = tokens.narrowed_view
     monkeypatch.setattr(tokens, "narrowed_view", lambda keys, row_ids=None: statements.append(row_ids)
@@ -104,19 +101,23 @@ def test_a_token_search_finds_the_rows_node_tokens_holds_for_it(warehouse, monke
     _index_equals_its_payloads(url)
     with connect(url, read_only=True) as con:
         trained = con.execute('SELECT count(*) FROM "node_tokens" WHERE "trainer_logprob" IS NOT NULL').fetchone()[0]
+        payloads = con.execute('SELECT count(*) FROM "node_payloads"').fetchone()[0]
     assert trained > 0
     for token_id, nodes in _token_ids(url):
-        rows = search_token(url, token_id).rows
+        told = []
+        rows = search_token(url, token_id, progress=lambda done, total: told.append((done, total))).rows
         assert rows == _view(url, token_id) and len(rows) >= nodes, token_id
+        assert told == [(i, len(told)) for i in range(1, len(told) + 1)] and bool(told) == bool(rows)
         if rows:  # one run's
             run_id = rows[-1][0]
             assert search_token(url, token_id, run_id).rows == _view(url, token_id, run_id) != []
     assert len({r[0] for r in search_token(url, _token_ids(url)[0][0]).rows}) > 1  # across runs
     assert search_token(url, _token_ids(url)[-1][0]).rows == []
-    if narrowed_up_to and share == 1.0:  # a statement per row group, its row ids only
-        assert statements and all(last - first + 1 == rows_per_group for first, last in statements)
-    elif narrowed_up_to == 0:
-        assert statements == []
+    assert statements and all(last - first + 1 == rows_per_group for first, last in statements)
+    if rows_per_group == 16:  # the most held id spans several row groups, a statement each
+        statements.clear()
+        search_token(url, _token_ids(url)[0][0])
+        assert 1 < len(statements) == len(set(statements)) <= -(-payloads // 16)
 
 
 def test_the_nodes_holding_a_token_are_the_nodes_of_its_rows(warehouse, monkeypatch):
@@ -368,3 +369,26 @@ def test_an_upgrade_to_0010_killed_midway_builds_the_index_again_when_run_again(
     with connect(url, read_only=True) as con:
         assert sorted(con.execute(HELD).fetchall()) == before
         assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index_writes"').fetchall() == [(4,)]
+
+
+def test_a_search_caches_less_while_it_reads_and_gives_the_budget_back(warehouse):
+    """While the payloads are read (each row group once) DuckDB caches at most SCAN_SHARE of
+    the budget; the connection has its whole budget again afterwards, and after a failed read."""
+    from warehouse.config import memory_limit, memory_limit_bytes
+    from warehouse.tokens import find_token
+
+    url, _ = warehouse
+    token_id = _token_ids(url)[0][0]
+    limit = "SELECT current_setting('memory_limit')"
+    with connect(url, read_only=True) as con:
+        before = con.execute(limit).fetchone()[0]
+        during = []
+        find_token(con, token_id, progress=lambda done, total: during.append(con.execute(limit).fetchone()[0]))
+        assert con.execute(limit).fetchone()[0] == before and during
+        half = con.execute(f"SET memory_limit = '{int(memory_limit_bytes(memory_limit()) * tokens.SCAN_SHARE)}B'; "
+                           f"SELECT current_setting('memory_limit')").fetchone()[0]
+        con.execute(f"SET memory_limit = '{memory_limit()}'")
+        assert set(during) == {half} != {before}
+        with pytest.raises(RuntimeError, match="stop"):
+            find_token(con, token_id, progress=lambda done, total: (_ for _ in ()).throw(RuntimeError("stop")))
+        assert con.execute(limit).fetchone()[0] == before
