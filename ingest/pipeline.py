@@ -27,7 +27,7 @@ from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
                             record_errors, touch_source)
 from warehouse import tokens
-from warehouse.db import is_ducklake_connection, is_write_conflict, transaction
+from warehouse.db import checkpoint_each_commit, is_ducklake_connection, is_write_conflict, transaction
 from warehouse.errors import CATALOG_FULL, DatabaseLockedError, DiskError, disk_errno, disk_path, free_space
 
 EXIT_OK, EXIT_REJECTED, EXIT_FAILED = 0, 3, 1
@@ -60,16 +60,6 @@ Progress = Callable[[FileJob | None, int, int], None]
 
 
 BATCH_BYTES = 64 * 1024 * 1024  # raw bytes normalized per query plan (bounds memory)
-# DuckDB checkpoints at the first commit after the WAL passes this size (that commit skips
-# the WAL). Both ways of writing are quadratic for node_payloads, whose few huge LIST rows sit
-# in one row group and one 2048-row vector: each commit logs every LIST value appended since
-# the last checkpoint again (measured on DuckDB 2.0.1: WAL 48, 144, 288 MB after three 48 MB
-# commits), and each checkpoint rewrites the whole open row group. With 64 MB batches, 96 MB
-# means two logged commits and a checkpoint on the third: on the 523 MB bench root 25 s
-# instead of 29-32 s at 256 MB (which logged three), and a smaller file (235 vs 268 MB).
-# The open row group is at most 2,048 rows (warehouse/db.py, ROW_GROUP_SIZE): what a commit
-# rewrites no longer grows with what the warehouse holds.
-CHECKPOINT_THRESHOLD = "96MB"
 LAKE_RETRY_S = 120.0  # how long a DuckLake ingest keeps redoing commits other writers win
 ROW_KINDS = ("nodes", "summary", "timing", "step_metrics", "wandb_history", "wandb_config",
              "wandb_summary")
@@ -94,7 +84,6 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
         for layout in layouts:
             require_runs(layout)
         lake = is_ducklake_connection(con)
-        con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         marks = (len(report.warnings), len(report.lost_runs))
 
         def forget_lost_attempt():  # a DuckLake commit that lost the race is redone
@@ -102,6 +91,7 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
 
         transaction(con, lambda: register_runs(con, layouts, manifests, report), wait_s=LAKE_RETRY_S,
                     before_retry=forget_lost_attempt)
+        checkpoint_each_commit(con)  # each batch's commit writes its rows once (warehouse/db.py)
         first_write = tokens.next_write(con)
         _load_files(_Walker(con, report, progress, max_line_bytes, lake), layouts, batch_bytes)
         if report.files_loaded and not lake:
@@ -492,7 +482,11 @@ class _Walker:
         def forget_lost_attempt():
             self.next_id = first_id
 
-        ids = transaction(self.con, work, wait_s=LAKE_RETRY_S, before_retry=forget_lost_attempt) if todo else []
+        try:
+            ids = transaction(self.con, work, wait_s=LAKE_RETRY_S, before_retry=forget_lost_attempt) if todo else []
+        except Exception as exc:
+            self.stop_on_disk_error(exc, todo[0][0])
+            raise
         for (job, _, digest), (source_id, _) in zip(todo, ids):
             self.known[job.path] = (source_id, job.size, job.mtime_ns, digest, 0, None)
             self.report.files_loaded += 1

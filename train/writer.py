@@ -216,7 +216,7 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
     or drops another round's timing row. `claim`: the run row is not recorded yet, so record it
     here, refusing (RunIdTakenError, nothing written) an id another run holds."""
     from ingest.records import load_step_metrics, load_steps, load_task_round, upsert_run
-    from warehouse.db import connect, transaction
+    from warehouse.db import checkpoint_each_commit, connect, transaction
 
     def work():
         if claim:
@@ -234,6 +234,7 @@ def commit_round(db_url: str, run: RunRow, rnd: RoundWrite, lock_wait_s: float =
 
     # on DuckLake no lock is waited for: a commit that loses to another writer's is redone
     with connect(db_url, wait_s=lock_wait_s) as con:
+        checkpoint_each_commit(con)  # the round's payloads written once, not logged then checkpointed
         transaction(con, work, wait_s=lock_wait_s)
 
 

@@ -20,10 +20,11 @@ from tests.mounts import require_mounts, run_script
 from warehouse.cli import main
 from warehouse.config import resolve_db_url
 
-#: Sizes between what `init` needs and what the root's node files need (file: 2.9 MB, then
-#: 1.4 MB of WAL for the nodes; DuckLake's data path: nothing, then 0.6 MB of Parquet), so the
-#: disk fills at the node files, after the rendered files have committed.
-TMPFS_KB = {"file": 3600, "ducklake": 300}
+#: Sizes between what `init` and the rendered files' commit need and what the root's node
+#: files need (file: every commit of an ingest checkpoints into the file, no WAL: the rendered
+#: files' commit fits from 7 MB, the whole root from 12 MB; DuckLake's data path: nothing,
+#: then 0.6 MB of Parquet), so the disk fills at the node files.
+TMPFS_KB = {"file": 9000, "ducklake": 300}
 
 
 

@@ -65,3 +65,32 @@ def test_migration_0006_regroups_an_older_warehouse_keeping_every_row(tmp_path):
                            "response_logprobs)) FROM node_payloads").fetchone() == digest
         with pytest.raises(duckdb.ConstraintException):  # the key survived the move
             con.execute(INSERT + PAYLOAD_ROWS.format(src=7, n=1))
+
+
+def test_an_ingest_commit_checkpoints_instead_of_logging_the_open_row_group(tmp_path):
+    """Under checkpoint_each_commit a commit that appends payloads leaves no WAL (DuckDB
+    otherwise logs the table's whole open row group, then writes it again at the checkpoint),
+    and the full row groups stay as they were."""
+    import os
+
+    from warehouse.db import checkpoint_each_commit
+
+    path = tmp_path / "w.duckdb"
+    url = f"duckdb:///{path}"
+    upgrade(url)
+    wal = f"{path}.wal"
+    with connect(url) as con:
+        con.execute(INSERT + PAYLOAD_ROWS.format(src=1, n=ROW_GROUP_SIZE + 1000))
+        con.execute("CHECKPOINT")
+        before = _row_group_blocks(con, "node_payloads")
+        con.execute(INSERT + PAYLOAD_ROWS.format(src=2, n=2))  # as DuckDB's default does: logged
+        assert os.path.exists(wal) and os.path.getsize(wal) > 0
+        con.execute("CHECKPOINT")
+        checkpoint_each_commit(con)
+        con.execute("BEGIN TRANSACTION")
+        con.execute(INSERT + PAYLOAD_ROWS.format(src=3, n=2))
+        con.execute("COMMIT")
+        assert not os.path.exists(wal) or os.path.getsize(wal) == 0
+        assert _row_group_blocks(con, "node_payloads")[0] == before[0]
+    with connect(url, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM node_payloads WHERE source_id = 3").fetchone()[0] == 2
