@@ -88,6 +88,20 @@ def _ingest(row_group_size: int, url: str, root: str) -> tuple[float, float]:
     return time.perf_counter() - t0, _peak_mb()
 
 
+def _open_row_group(url: str) -> int | None:
+    """The payloads in node_payloads' last row group (the one the next append joins); None
+    on DuckLake, whose commits each write Parquet files of their own."""
+    from warehouse.config import is_ducklake
+    from warehouse.db import connect
+
+    if is_ducklake(url):
+        return None
+    with connect(url, read_only=True) as con:
+        return con.execute("SELECT max(\"start\" + \"count\") - min(\"start\") FROM pragma_storage_info('node_payloads') "
+                           "WHERE column_id = 0 AND segment_type <> 'VALIDITY' AND row_group_id = "
+                           "(SELECT max(row_group_id) FROM pragma_storage_info('node_payloads'))").fetchone()[0] or 0
+
+
 def _tables(url: str) -> tuple[float, float]:
     from warehouse.query import list_tables
 
@@ -227,13 +241,20 @@ def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str
     two = work / f"two_{tag}"
     shutil.rmtree(two, ignore_errors=True)
     added = _copy_root(base, two, f"20260802_{tag}_twonode", files=1, lines=2)
+    # a small write's cost follows the payloads in the open (last) row group, which it rewrites
+    row["open_row_group_payloads"] = _in_own_process(_open_row_group, url)
     row["two_node_s"], row["two_node_rss_mb"] = _in_own_process(_ingest, row_group_size, url, str(two))
     shutil.rmtree(two)
     row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)
     row["token_search_s"], row["token_search_rss_mb"], found = _in_own_process(_token_search, url)
     row["token_nodes_s"], row["token_nodes_rss_mb"], holding = _in_own_process(_token_nodes, url)
-    row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
-    assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
+    try:  # the baseline: the view alone, which a large warehouse's budget may not hold
+        row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
+        assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
+    except Exception as exc:  # noqa: BLE001 - DuckDB's OutOfMemoryException, raised in the child
+        if "out of memory" not in str(exc).lower():
+            raise
+        row["token_view_error"] = str(exc).splitlines()[0][:120]
     assert 0 < holding <= found or holding == found == 0, (holding, found)  # nodes of those rows
     if pages:
         row.update(_in_own_process(_pages, url))
@@ -267,7 +288,8 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
         if copy == max(scales) and not wh.lake:  # compacting earlier would change what later copies meet
             row["compact_s"], row["compact_rss_mb"] = _in_own_process(_compact, url)
             row["compacted_vs_jsonl"] = wh.size_mb() / row["jsonl_mb"]
-        print(f"  {wh.label} {copy}x: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
+        print(f"  {wh.label} {copy}x: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                                  for k, v in row.items()), flush=True)
         taken()
         if keep and not wh.lake and copy != max(scales):
             for path in wh.paths:
@@ -327,12 +349,13 @@ def _name(layout: str) -> str:
     return layout if layout == "ducklake" else f"rg{layout}"
 
 
-def _cell(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
+def _cell(value: float | str | None) -> str:
+    return "" if value is None else f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
 
 
-def _ratio(a: float | None, b: float | None, unit: str = "") -> str:
-    return "" if a is None or not b else f"{a / b:.2f}{unit}"
+def _ratio(a: float | str | None, b: float | str | None, unit: str = "") -> str:
+    numbers = all(isinstance(v, (int, float)) for v in (a, b))
+    return f"{a / b:.2f}{unit}" if numbers and b else ""
 
 
 def main() -> None:
