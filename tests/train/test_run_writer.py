@@ -105,6 +105,30 @@ def test_a_failure_mid_round_leaves_no_partial_round(db_url, monkeypatch):
     assert _rows(db_url, "SELECT count(*) FROM step_metrics") == [(0,)]
 
 
+def test_a_round_commit_checkpoints_rather_than_logging_the_round(db_url, monkeypatch):
+    """The round's commit writes it into the file at once (warehouse.db.checkpoint_each_commit):
+    no WAL is left behind it before the connection closes, and the round is there."""
+    import os
+
+    import warehouse.db
+    from warehouse.config import db_path_from_url
+
+    wal = db_path_from_url(db_url) + ".wal"
+    real = warehouse.db.transaction
+    seen = []
+
+    def transaction(con, work, **kw):
+        out = real(con, work, **kw)
+        seen.append(os.path.getsize(wal) if os.path.exists(wal) else 0)
+        return out
+
+    monkeypatch.setattr(warehouse.db, "transaction", transaction)
+    trees = {t: TaskTree(t) for t in TASKS}
+    commit_round(db_url, _run_row(), _round(trees, 1), claim=True)
+    assert seen == [0]
+    assert _rows(db_url, "SELECT count(*) > 0 FROM nodes WHERE round = 1") == [(True,)]
+
+
 def test_locked_warehouse_spools_the_round_and_says_how_to_ingest(db_url, tmp_path):
     import duckdb
 
