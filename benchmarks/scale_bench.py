@@ -251,7 +251,7 @@ def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str
     try:  # the baseline: the view alone, which a large warehouse's budget may not hold
         row["token_view_s"], row["token_view_rss_mb"], viewed = _in_own_process(_token_view, url)
         assert found == viewed, (found, viewed)  # the same rows, the view's way and the index's
-    except Exception as exc:  # noqa: BLE001 - DuckDB's OutOfMemoryException, raised in the child
+    except Exception as exc:  # DuckDB's OutOfMemoryException, raised in the child
         if "out of memory" not in str(exc).lower():
             raise
         row["token_view_error"] = str(exc).splitlines()[0][:120]

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale_bench as sb  # noqa: E402
+import scale_bench as sb
 
 POLICIES = {"log-then-checkpoint": "96MB", "checkpoint-at-commit": None}
 
