@@ -26,8 +26,8 @@ _NODES_PER_CHUNK = 512
 _ENTRIES_PER_PASS = 8_000_000
 # this revision's frozen copy of warehouse.tokens' index rows (NODES_PER_ROW 1,024): from
 # `{grouped}`, (token_id, nodes: its sorted list of {s: source_id, l: line_no}), as rows of
-# the write {write_id}
-_ROWS_OF = ('INSERT INTO "node_token_index" ("token_id", "write_id", "source_ids", "line_nos") '
+# the write {write_id} in {table}
+_ROWS_OF = ('INSERT INTO "{table}" ("token_id", "write_id", "source_ids", "line_nos") '
             'SELECT "token_id", {write_id}, list_transform("chunk", k -> k.s), list_transform("chunk", k -> k.l) '
             'FROM (SELECT "token_id", "start", "nodes"["start" + 1:"start" + 1024] AS "chunk" '
             'FROM (SELECT "token_id", "nodes", unnest(range(0, len("nodes"), 1024)) AS "start" '
@@ -49,38 +49,54 @@ def upgrade() -> None:
     root. A write per chunk of _NODES_PER_CHUNK payloads, then merged into one."""
     bind = op.get_bind()
     op.drop_table('node_token_index')
-    if sa.inspect(bind).has_table('node_token_index_writes'):  # an upgrade killed midway: built anew
-        op.drop_table('node_token_index_writes')
+    for leftover in ('node_token_index_writes', _MERGING):  # an upgrade killed midway: built anew
+        if sa.inspect(bind).has_table(leftover):
+            op.drop_table(leftover)
     op.create_table('node_token_index_writes',
     sa.Column('write_id', sa.Integer(), nullable=False),
     sa.Column('source_id', sa.Integer(), nullable=False),
     )
-    op.create_table('node_token_index',
+    _create_index_table('node_token_index')
+    chunks = bind.exec_driver_sql(
+        'SELECT min("source_id"), max("source_id") FROM (SELECT "source_id", '
+        f'sum(count(*)) OVER (ORDER BY "source_id") // {_NODES_PER_CHUNK} AS "chunk" '
+        'FROM "node_payloads" GROUP BY "source_id") GROUP BY "chunk" ORDER BY 1').fetchall()
+    for write_id, (low, high) in enumerate(chunks, start=1):
+        op.execute(_ROWS_OF.format(table='node_token_index', write_id=write_id,
+                                   grouped=_CHUNK.format(low=low, high=high)))
+        op.execute(f'INSERT INTO "node_token_index_writes" ("write_id", "source_id") SELECT DISTINCT {write_id}, '
+                   f'"source_id" FROM "node_payloads" WHERE "source_id" BETWEEN {low} AND {high}')
+        _commit(bind)
+    if len(chunks) < 2:
+        return
+    # the merged write goes into a table of its own, which then replaces the chunks' table: one
+    # DELETE of every chunk row held 4 GB at 8 copies of the 1.3 GB root (and ran a 1 GB budget
+    # out), and left them in the file as deleted rows
+    _create_index_table(_MERGING)
+    _commit(bind)
+    merged = len(chunks) + 1
+    low, high, entries = bind.exec_driver_sql(
+        'SELECT min("token_id"), max("token_id"), sum(len("source_ids")) FROM "node_token_index"').fetchone()
+    for start, end in _ranges(low, high, int(entries or 0)):
+        op.execute(_ROWS_OF.format(table=_MERGING, write_id=merged,
+                                   grouped=_MERGED.format(last=merged - 1, low=start, high=end)))
+        _commit(bind)
+    op.execute(f'UPDATE "node_token_index_writes" SET "write_id" = {merged}')
+    op.drop_table('node_token_index')
+    op.rename_table(_MERGING, 'node_token_index')
+
+
+_MERGING = 'node_token_index_merging'
+
+
+def _create_index_table(name: str) -> None:
+    op.create_table(name,
     sa.Column('token_id', sa.Integer(), nullable=False),
     sa.Column('write_id', sa.Integer(), nullable=False, comment='node_token_index_writes.write_id'),
     sa.Column('source_ids', sa.ARRAY(sa.Integer()), nullable=False,
               comment='the nodes holding the token in this write: source_ids[i], line_nos[i]'),
     sa.Column('line_nos', sa.ARRAY(sa.Integer()), nullable=False, comment='read in step with source_ids'),
     )
-    chunks = bind.exec_driver_sql(
-        'SELECT min("source_id"), max("source_id") FROM (SELECT "source_id", '
-        f'sum(count(*)) OVER (ORDER BY "source_id") // {_NODES_PER_CHUNK} AS "chunk" '
-        'FROM "node_payloads" GROUP BY "source_id") GROUP BY "chunk" ORDER BY 1').fetchall()
-    for write_id, (low, high) in enumerate(chunks, start=1):
-        op.execute(_ROWS_OF.format(write_id=write_id, grouped=_CHUNK.format(low=low, high=high)))
-        op.execute(f'INSERT INTO "node_token_index_writes" ("write_id", "source_id") SELECT DISTINCT {write_id}, '
-                   f'"source_id" FROM "node_payloads" WHERE "source_id" BETWEEN {low} AND {high}')
-        _commit(bind)
-    if len(chunks) < 2:
-        return
-    merged = len(chunks) + 1
-    low, high, entries = bind.exec_driver_sql(
-        'SELECT min("token_id"), max("token_id"), sum(len("source_ids")) FROM "node_token_index"').fetchone()
-    for start, end in _ranges(low, high, int(entries or 0)):
-        op.execute(_ROWS_OF.format(write_id=merged, grouped=_MERGED.format(last=merged - 1, low=start, high=end)))
-        _commit(bind)
-    op.execute(f'UPDATE "node_token_index_writes" SET "write_id" = {merged}')
-    op.execute(f'DELETE FROM "node_token_index" WHERE "write_id" < {merged}')
 
 
 def _commit(bind) -> None:

@@ -347,6 +347,11 @@ def test_migration_0010_merges_its_chunks_into_one_write(tmp_path):
         assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index"').fetchall() == [(4,)]
         assert con.execute('SELECT len("source_ids") FROM "node_token_index" WHERE "token_id" = 7 ORDER BY rowid'
                            ).fetchall() == [(1024,), (276,)]
+        # the merged write replaced the chunks' table: no chunk row is left, deleted or not
+        assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'node_token_index%'"
+                           ).fetchone()[0] == 2
+        assert con.execute('SELECT count(*) FROM "node_token_index"').fetchone()[0] == \
+            con.execute("SELECT estimated_size FROM duckdb_tables() WHERE table_name = 'node_token_index'").fetchone()[0]
 
 
 def test_an_upgrade_to_0010_killed_midway_builds_the_index_again_when_run_again(tmp_path):
@@ -363,12 +368,15 @@ def test_an_upgrade_to_0010_killed_midway_builds_the_index_again_when_run_again(
                     '"source_ids" INTEGER[] NOT NULL, "line_nos" INTEGER[] NOT NULL)')
         con.execute('INSERT INTO "node_token_index" VALUES (7, 1, [1, 2], [0, 0])')
         con.execute('INSERT INTO "node_token_index_writes" VALUES (1, 1), (1, 2)')
+        # and a merge begun: its table of the merged write
+        con.execute('CREATE TABLE "node_token_index_merging" AS SELECT * FROM "node_token_index"')
         assert con.execute('SELECT * FROM "alembic_version"').fetchall() == [("0009",)]
     assert upgrade(url, "0010") == "0010"
     _index_equals_its_payloads(url)
     with connect(url, read_only=True) as con:
         assert sorted(con.execute(HELD).fetchall()) == before
         assert con.execute('SELECT DISTINCT "write_id" FROM "node_token_index_writes"').fetchall() == [(4,)]
+        assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'node_token_index_merging'").fetchall()
 
 
 def test_a_search_caches_less_while_it_reads_and_gives_the_budget_back(warehouse):
