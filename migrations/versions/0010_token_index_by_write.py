@@ -23,7 +23,7 @@ branch_labels = None
 depends_on = None
 
 _NODES_PER_CHUNK = 512
-_ENTRIES_PER_PASS = 8_000_000
+_ENTRIES_PER_PASS = 4_000_000
 # this revision's frozen copy of warehouse.tokens' index rows (NODES_PER_ROW 1,024): from
 # `{grouped}`, (token_id, nodes: its sorted list of {s: source_id, l: line_no}), as rows of
 # the write {write_id} in {table}
@@ -48,6 +48,26 @@ def upgrade() -> None:
     one (a row group of statistics per 2,048 entries) held 4.3 GB at 8 copies of the 1.3 GB
     root. A write per chunk of _NODES_PER_CHUNK payloads, then merged into one."""
     bind = op.get_bind()
+    budget = _cache_less(bind)
+    try:
+        _build(bind)
+    finally:
+        bind.exec_driver_sql(f"SET memory_limit = '{budget}'")
+
+
+def _cache_less(bind) -> str:
+    """Hold DuckDB's cache to half the memory budget for the build, which reads each payload
+    once (the scans' and aggregates' own buffers come on top of memory_limit: 3.4 GB of RSS at
+    8 copies of the 1.3 GB root under the 2 GB default); returns the budget as DuckDB shows it
+    ('1.8 GiB'), to set back after."""
+    shown = bind.exec_driver_sql("SELECT current_setting('memory_limit')").scalar()
+    number, unit = shown.split()
+    scale = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
+    bind.exec_driver_sql(f"SET memory_limit = '{int(float(number) * scale) // 2}B'")
+    return shown
+
+
+def _build(bind) -> None:
     op.drop_table('node_token_index')
     for leftover in ('node_token_index_writes', _MERGING):  # an upgrade killed midway: built anew
         if sa.inspect(bind).has_table(leftover):
