@@ -137,22 +137,29 @@ def memory_limit() -> str:
     return parse_memory_limit(value, f"${MEMORY_ENV_VAR}") if value else DEFAULT_MEMORY_LIMIT
 
 
-def memory_limit_bytes(value: str) -> int:
-    """A memory_limit as `parse_memory_limit` returns it, in bytes."""
+def _size(value: str):
+    """A memory size's (number, unit) match, unit upper-cased; None where it is not one."""
     import re
 
-    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?I?B)", value.upper()).groups()
-    return int(float(number) * _MEMORY_UNITS[unit])
+    return re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*", value.upper())
+
+
+def memory_limit_bytes(value: str) -> int | None:
+    """A memory size ('2GB', '512MiB', as `parse_memory_limit` reads and returns them) in
+    bytes; None where it is not one."""
+    match = _size(value)
+    if not match or match.group(2) not in _MEMORY_UNITS:
+        return None
+    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2)])
 
 
 def parse_memory_limit(value: str, setting: str) -> str:
     """`value` as DuckDB reads a memory_limit ('2GB', '512MiB'), checked here."""
-    import re
-
     from warehouse.errors import TerminalError
 
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*", value.upper())
-    if not match or match.group(2) not in _MEMORY_UNITS or float(match.group(1)) * _MEMORY_UNITS[match.group(2)] < 2**24:
+    size = memory_limit_bytes(value)
+    if size is None or size < 2**24:
         raise TerminalError(f"{setting}: {value!r} is not a memory size of at least 16MB "
                             "(e.g. 2GB, 512MB, 3GiB).")
+    match = _size(value)
     return f"{match.group(1)}{match.group(2).replace('IB', 'iB')}"

@@ -42,7 +42,7 @@ STORAGE_COMPATIBILITY = {"storage_compatibility_version": "v1.0.0"}
 # that writes attaches the file with it, and migration 0006 regroups older warehouses.
 ROW_GROUP_SIZE = 2048
 # The WAL size past which a commit checkpoints instead of logging, for the commands that add
-# payloads (ingest, a trainer's round, a restore): none. A commit that appends to a table with
+# payloads a commit at a time (ingest, a trainer's round): none. A commit that appends to a table with
 # a key and LIST columns logs the table's whole open row group (390 MB of WAL for 2 payloads
 # into a row group of 1,876), which the checkpoint after writes again; a commit that
 # checkpoints writes it once. At 30x a 2-node run took 2.9-3.3 s instead of 4.4-4.7 s, peak
