@@ -8,18 +8,12 @@
 -- never a guess. Cycles in the links are cut (a run appears at most once per lineage).
 CREATE OR REPLACE VIEW "run_lineage" AS
 WITH RECURSIVE
--- DISTINCT over UNION ALL, not UNION: DuckDB 1.4 (which BI tools still carry) keeps the
--- duplicates of a plain UNION in a non-recursive CTE under WITH RECURSIVE.
-all_runs AS (
-    SELECT DISTINCT "run_id" FROM (
-        SELECT "run_id" FROM "runs"
-        UNION ALL
-        SELECT "run_id" FROM "nodes"
-    )
-),
+-- The links are followed over the runs table only (a row per run): a run with records but no
+-- runs row has no resume link, so its lineage is itself (`unregistered`). A filter on run_id
+-- reaches that branch's scan of nodes; the recursion cannot take one, and walks the runs.
 chain("run_id", "ancestor_run_id", "depth", "path") AS (
     SELECT "run_id", "run_id", 0, ["run_id"]
-    FROM all_runs
+    FROM "runs"
     UNION ALL
     SELECT c."run_id", r."resumed_from_run", c."depth" + 1,
            list_append(c."path", r."resumed_from_run")
@@ -27,6 +21,16 @@ chain("run_id", "ancestor_run_id", "depth", "path") AS (
     JOIN "runs" AS r ON r."run_id" = c."ancestor_run_id"
     WHERE r."resumed_from_run" IS NOT NULL
       AND NOT list_contains(c."path", r."resumed_from_run")
+),
+unregistered AS (
+    SELECT DISTINCT n."run_id"
+    FROM "nodes" AS n
+    WHERE NOT EXISTS (SELECT 1 FROM "runs" AS r WHERE r."run_id" = n."run_id")
+),
+links AS (
+    SELECT "run_id", "ancestor_run_id", "depth" FROM chain
+    UNION ALL
+    SELECT "run_id", "run_id", 0 FROM unregistered
 )
 SELECT
     c."run_id",
@@ -34,5 +38,5 @@ SELECT
     c."depth",                                   -- 0 = the run itself, 1 = the run it resumed from, ...
     r."run_id" IS NOT NULL AS "ancestor_known",  -- FALSE: named by a resume link, not in the warehouse
     c."depth" = max(c."depth") OVER (PARTITION BY c."run_id") AS "is_root"
-FROM chain AS c
+FROM links AS c
 LEFT JOIN "runs" AS r ON r."run_id" = c."ancestor_run_id";

@@ -128,6 +128,43 @@ def test_resume_cycle_terminates(rows):
         ("p", "p"), ("p", "q"), ("q", "q"), ("q", "p")]
 
 
+# run_lineage as written before it walked the runs table only: every run id of runs and nodes
+# started the recursion
+LINEAGE_OVER_EVERY_RUN = """
+WITH RECURSIVE
+all_runs AS (SELECT DISTINCT "run_id" FROM (SELECT "run_id" FROM "runs" UNION ALL SELECT "run_id" FROM "nodes")),
+chain("run_id", "ancestor_run_id", "depth", "path") AS (
+    SELECT "run_id", "run_id", 0, ["run_id"] FROM all_runs
+    UNION ALL
+    SELECT c."run_id", r."resumed_from_run", c."depth" + 1, list_append(c."path", r."resumed_from_run")
+    FROM chain AS c JOIN "runs" AS r ON r."run_id" = c."ancestor_run_id"
+    WHERE r."resumed_from_run" IS NOT NULL AND NOT list_contains(c."path", r."resumed_from_run"))
+SELECT c."run_id", c."ancestor_run_id", c."depth", r."run_id" IS NOT NULL AS "ancestor_known",
+       c."depth" = max(c."depth") OVER (PARTITION BY c."run_id") AS "is_root"
+FROM chain AS c LEFT JOIN "runs" AS r ON r."run_id" = c."ancestor_run_id"
+ORDER BY ALL"""
+
+
+def test_lineage_of_runs_with_records_and_no_runs_row(lineage, rows):
+    """A run whose records have no runs row is its own root (ancestor unknown); a run resumed
+    from an unknown run and a cycle keep their rows: the same rows as the recursion over every
+    run id of runs and nodes."""
+    rows.node("orphan", 1, "a", "o1", status="ok", reward=0.5)
+    rows.node("orphan", 2, "a", "o2", status="ok", reward=0.5)
+    rows.run("stray", resumed_from="gone", resumed_step=4)
+    rows.run("p", resumed_from="q")
+    rows.run("q", resumed_from="p")
+    got = rows.query('SELECT * FROM "run_lineage" ORDER BY ALL')
+    assert got == rows.query(LINEAGE_OVER_EVERY_RUN)
+    orphan = [r for r in got if r["run_id"] == "orphan"]
+    assert orphan == [{"run_id": "orphan", "ancestor_run_id": "orphan", "depth": 0,
+                       "ancestor_known": False, "is_root": True}]
+    assert rows.one('SELECT "root_run_id", "lineage_depth", "nodes" FROM "run_metrics" WHERE "run_id" = ?',
+                    "orphan") == {"root_run_id": "orphan", "lineage_depth": 0, "nodes": 2}
+    assert [(r["ancestor_run_id"], r["ancestor_known"], r["is_root"]) for r in got if r["run_id"] == "stray"] == [
+        ("gone", False, True), ("stray", True, False)]
+
+
 def test_run_metrics_headline_columns(lineage, rows):
     """A round's value is the mean over its tasks (a task with no valid node has none); latest
     is the highest round's, best the highest round value; valid_rate and reward_best are over
