@@ -72,7 +72,7 @@ def ingest_roots(db_url: str, roots, manifest_files=(), *, progress: Progress | 
                  layouts: list[Layout] | None = None) -> IngestReport:
     """Ingest every root into the warehouse at `db_url` (which must be at schema head)."""
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     layouts = layouts if layouts is not None else [discover(root) for root in roots]
     manifests = _manifests(layouts, manifest_files)

@@ -327,7 +327,7 @@ def check_warehouse(db_url: str) -> None:
     """Fail before any work when the warehouse `--db` names is missing or not at the newest
     schema (both trainers call it before they load a model)."""
     from warehouse.db import connect
-    from warehouse.migrate import require_head
+    from warehouse.revision import require_head
 
     with connect(db_url, read_only=True) as con:
         require_head(con, db_url)
