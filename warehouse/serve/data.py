@@ -453,16 +453,22 @@ SELECT n."run_id", n."round", n."task", n."node_id", n."mode", n."status", n."re
        n."parent_id", n."sibling_group", n."exc_type", n."exec_time", n."test_metric",
        n."n_response_tokens", n."plan", n."term_tail", n."source_id", n."line_no", n."depth",
        n."exec_pending_s", n."exec_stage_s", n."exec_exec_s", n."exec_retrieve_s", n."returncode",
-       n."mem_peak_gi", n."gpu_util", n."source",
-       p."code", p."prompt_messages", p."raw_completion", p."thinking", n."policy_version",
+       n."mem_peak_gi", n."gpu_util", n."source", n."policy_version",
        tt."advantage", tt."step" AS "train_step"
 FROM "nodes" AS n
-LEFT JOIN "node_payloads" AS p USING ("source_id", "line_no")
-LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
+LEFT JOIN "node_train_tokens" AS tt ON tt."run_id" = n."run_id" AND tt."source_id" = n."source_id"
+                                   AND tt."line_no" = n."line_no"
 WHERE n."run_id" = ? AND n."node_id" = ?
   AND (CAST(? AS INTEGER) IS NULL OR n."round" = ?)
 ORDER BY n."round", n."source_id", n."line_no"
 LIMIT 1
+'''
+#: The node's payload text, by its key once the node is found: a join of nodes to
+#: node_payloads built its hash table from every payload's key, which grows with the warehouse
+PAYLOAD_TEXT_SQL = '''
+SELECT "code", "prompt_messages", "raw_completion", "thinking"
+FROM "node_payloads"
+WHERE "source_id" = ? AND "line_no" = ?
 '''
 #: The node's token arrays, read apart from its page: reading them reads the arrays of the
 #: whole row group the payload sits in (2,048 payloads), seconds for long responses, where the
@@ -501,6 +507,8 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
             run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
             return NodePage(record, {}, rollouts.tokens(
                 record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS, shade_by=shade_by))
+        texts = rows(con, PAYLOAD_TEXT_SQL, record["source_id"], record["line_no"])
+        record.update(texts[0] if texts else dict.fromkeys(("code", "prompt_messages", "raw_completion", "thinking")))
         family = rollouts.family(con, record)
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
     return NodePage(record, family)

@@ -137,26 +137,35 @@ def family(con, record: dict) -> dict:
     """The node's parent (through node_parents, so across a resumed run's lineage), its sibling
     group (every sibling, itself marked) and its children, each child with its own count."""
     key = (record["source_id"], record["line_no"])
+    # the parent's run and round (node_parents, filtered to the record's run so it reads that
+    # run's nodes), then its record by (run, round, id): a join of nodes to node_parents built
+    # its hash table from every node of the warehouse
+    link = rows(con, 'SELECT "parent_run_id", "parent_round" FROM "node_parents" '
+                     'WHERE "run_id" = ? AND "source_id" = ? AND "line_no" = ?', record["run_id"], *key)
     parent = rows(con, '''
-        SELECT p."run_id", p."round", p."task", p."node_id", p."mode", p."status", p."reward"
-        FROM "node_parents" AS np
-        JOIN "nodes" AS c ON c."source_id" = np."source_id" AND c."line_no" = np."line_no"
-        JOIN "nodes" AS p ON p."run_id" = np."parent_run_id" AND p."round" = np."parent_round"
-                         AND p."node_id" = c."parent_id"
-        WHERE np."source_id" = ? AND np."line_no" = ?
-        ORDER BY p."source_id", p."line_no" LIMIT 1''', *key)
+        SELECT "run_id", "round", "task", "node_id", "mode", "status", "reward"
+        FROM "nodes" WHERE "run_id" = ? AND "round" = ? AND "node_id" = ?
+        ORDER BY "source_id", "line_no" LIMIT 1''', link[0]["parent_run_id"], link[0]["parent_round"],
+                  record["parent_id"]) if link and link[0]["parent_run_id"] is not None else []
     siblings = rows(con, '''
         SELECT "run_id", "round", "task", "node_id", "mode", "status", "reward", "n_response_tokens",
                "source_id" = ? AND "line_no" = ? AS "is_self"
         FROM "nodes" WHERE "run_id" = ? AND "round" = ? AND "task" = ? AND "sibling_group" = ?
         ORDER BY "line_no"''', *key, record["run_id"], record["round"], record["task"],
                     record["sibling_group"]) if record["sibling_group"] else []
-    children = rows(con, '''
+    # a child lives in the node's run or in a run resumed from it: node_parents is read for
+    # each of those runs by `run_id = ?`, which reaches its nodes scan (an IN list does not),
+    # so the page reads what the lineage holds, not every child of the node id in the warehouse
+    runs = [r["run_id"] for r in rows(con, 'SELECT "run_id" FROM "run_lineage" WHERE "ancestor_run_id" = ?',
+                                        record["run_id"])] or [record["run_id"]]
+    of_runs = " UNION ALL ".join('SELECT * FROM "node_parents" WHERE "run_id" = ?' for _ in runs)
+    children = rows(con, f'''
         SELECT c."run_id", c."round", c."task", c."node_id", c."mode", c."status", c."reward", c."sibling_group"
-        FROM "node_parents" AS np
+        FROM ({of_runs}) AS np
         JOIN "nodes" AS c ON c."source_id" = np."source_id" AND c."line_no" = np."line_no"
         WHERE np."parent_id" = ? AND np."parent_run_id" = ? AND np."parent_round" = ?
-        ORDER BY c."round", c."sibling_group", c."line_no"''', record["node_id"], record["run_id"], record["round"])
+        ORDER BY c."round", c."sibling_group", c."line_no"''', *runs, record["node_id"], record["run_id"],
+                    record["round"])
     group = rows(con, 'SELECT "expansion_step", "size" FROM "sibling_groups" WHERE "run_id" = ? AND "round" = ? '
                       'AND "task" = ? AND "sibling_group" = ?', record["run_id"], record["round"], record["task"],
                  record["sibling_group"]) if record["sibling_group"] else []

@@ -106,6 +106,22 @@ def test_node_page_has_its_tree_units_and_tokens(client, demo_url):
     assert f"/nodes/{node_id}?round={rnd}" in up.split('id="children"')[1]
 
 
+def test_node_page_links_a_parent_in_an_earlier_run_of_the_lineage_both_ways(client, demo_url):
+    """A resumed run's node whose parent lives in a run it resumed from, two links back where
+    the demo has one: its page links that parent, and the parent's page lists it among its
+    children (a child is looked for in the node's run and every run resumed from it)."""
+    run_id, node_id, rnd, parent_id, parent_run, parent_round = sql(demo_url, '''
+        SELECT c."run_id", c."node_id", c."round", c."parent_id", np."parent_run_id", np."parent_round"
+        FROM "nodes" c JOIN "node_parents" np USING ("source_id", "line_no")
+        JOIN "run_lineage" l ON l."run_id" = c."run_id" AND l."ancestor_run_id" = np."parent_run_id"
+        WHERE np."parent_found" AND np."parent_run_id" <> c."run_id"
+        ORDER BY l."depth" DESC, 1, 3, 2 LIMIT 1''')[0]
+    html = client.get(f"/runs/{run_id}/nodes/{node_id}", params={"round": rnd}).text
+    assert f'id="parent-link" href="/runs/{parent_run}/nodes/{parent_id}' in html
+    up = client.get(f"/runs/{parent_run}/nodes/{parent_id}", params={"round": parent_round}).text
+    assert f"/runs/{run_id}/nodes/{node_id}?round={rnd}" in up.split('id="children"')[1]
+
+
 def test_tokens_decode_with_the_runs_tokenizer(tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers import models, pre_tokenizers
