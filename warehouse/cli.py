@@ -282,14 +282,25 @@ def cleanup(obj: dict, older_than: str, dry_run: bool) -> None:
 @main.command()
 @click.pass_obj
 def compact(obj: dict) -> None:
-    """Rewrite the DuckDB file without its free blocks (reports the size before and after).
+    """Rewrite the DuckDB file without its free blocks (reports the size before and after);
+    on DuckLake, merge each table's small Parquet files (reports the files before and after).
 
-    Copies every table and view into a new file under the write lock and renames it over the
-    old one; readers attached meanwhile keep reading what they opened.
+    The file: copies every table and view into a new file under the write lock and renames it
+    over the old one; readers attached meanwhile keep reading what they opened. DuckLake: every
+    commit writes a file per table it touches and every query opens each one, so pages slow as
+    commits add up; a table a commit, readers keep their snapshot, the replaced files stay
+    until 'warehouse cleanup'. node_payloads and node_token_index are left as written (merging
+    their token arrays needs more memory than the budget).
     """
+    from warehouse.maintenance import Merged
     from warehouse.maintenance import compact as do_compact
 
     done = do_compact(obj["db_url"])
+    if isinstance(done, Merged):
+        click.echo(f"Merged the data files of {done.tables} tables: {done.files_before:,} files -> "
+                   f"{done.files_after:,} ({', '.join(done.left)} left as written). "
+                   "'warehouse cleanup' deletes the replaced files once they are past its --older-than.")
+        return
     click.echo(f"Compacted {done.path}: {done.bytes_before / 1e6:.1f} MB -> {done.bytes_after / 1e6:.1f} MB.")
 
 
