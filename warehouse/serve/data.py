@@ -479,6 +479,13 @@ FROM "node_payloads" AS p
 LEFT JOIN "node_train_tokens" AS tt USING ("source_id", "line_no")
 WHERE p."source_id" = ? AND p."line_no" = ?
 '''
+#: TOKENS_SQL a part each, which a file reads at once on cursors of its own: DuckDB reads a
+#: LIST column of a row group in one thread, and ids and logprobs are one each
+TOKEN_PARTS = (
+    'SELECT "response_token_ids" FROM "node_payloads" WHERE "source_id" = ? AND "line_no" = ?',
+    'SELECT "response_logprobs" FROM "node_payloads" WHERE "source_id" = ? AND "line_no" = ?',
+    'SELECT "trainer_logprobs", "ref_logprobs" FROM "node_train_tokens" WHERE "source_id" = ? AND "line_no" = ?',
+)
 
 
 @dataclass
@@ -502,8 +509,7 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
             raise NotFoundError(f"no node {node_id!r} in run {run_id!r}")
         record = found[0]
         if part == "tokens":
-            arrays = rows(con, TOKENS_SQL, record["source_id"], record["line_no"])
-            record.update(arrays[0] if arrays else {})
+            record.update(token_arrays(url, con, record["source_id"], record["line_no"]))
             run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
             return NodePage(record, {}, rollouts.tokens(
                 record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS, shade_by=shade_by))
@@ -512,6 +518,31 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
         family = rollouts.family(con, record)
     record["prompt_messages"] = rollouts.prompt_messages(record["prompt_messages"])
     return NodePage(record, family)
+
+
+def token_arrays(url: str, con, source_id: int, line_no: int) -> dict:
+    """The payload's token arrays and the trainer's (TOKENS_SQL's columns; {} without a
+    payload). On the file, TOKEN_PARTS run at once, each on a cursor of the process's DuckDB
+    for the file (the 30x warehouse's longest response: 0.44 s -> 0.28 s); a lake's request
+    reads its one snapshot on its one cursor."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from warehouse.config import is_ducklake
+    from warehouse.db import connect
+
+    if is_ducklake(url):
+        found = rows(con, TOKENS_SQL, source_id, line_no)
+        return found[0] if found else {}
+
+    def read(sql: str) -> list[dict]:
+        with connect(url, read_only=True, wait_s=BUSY_WAIT_S) as cursor:
+            return rows(cursor, sql, source_id, line_no)
+
+    with ThreadPoolExecutor(len(TOKEN_PARTS)) as pool:
+        ids, logprobs, trained = pool.map(read, TOKEN_PARTS)
+    if not ids:
+        return {}
+    return {**ids[0], **logprobs[0], **(trained[0] if trained else {"trainer_logprobs": None, "ref_logprobs": None})}
 
 
 def nodes_page(url: str, run_id: str, params) -> object:
