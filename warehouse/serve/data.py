@@ -559,11 +559,10 @@ def nodes_page(url: str, run_id: str, params) -> object:
 def _has_rows(con, run_id: str) -> bool:
     """Whether run_metrics has a row for the run: one of the tables its rows come from (runs,
     nodes, task_rounds, steps) names it. Read from those tables' keys, not through the view,
-    which would compute the run's metrics to answer."""
-    return con.execute('SELECT EXISTS (SELECT 1 FROM "runs" WHERE "run_id" = $1) '
-                       'OR EXISTS (SELECT 1 FROM "nodes" WHERE "run_id" = $1) '
-                       'OR EXISTS (SELECT 1 FROM "task_rounds" WHERE "run_id" = $1) '
-                       'OR EXISTS (SELECT 1 FROM "steps" WHERE "run_id" = $1)', [run_id]).fetchone()[0]
+    which would compute the run's metrics to answer. A table at a time, runs first (where a
+    run almost always is): one statement of four EXISTS read all four."""
+    return any(con.execute(f'SELECT 1 FROM "{table}" WHERE "run_id" = ? LIMIT 1', [run_id]).fetchall()
+               for table in ("runs", "nodes", "task_rounds", "steps"))
 
 
 # --- reward-model runs ----------------------------------------------------------------------
