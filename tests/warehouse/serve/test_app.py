@@ -91,6 +91,7 @@ def test_unknown_run_and_node_are_404_pages(client):
     response = client.get("/runs/no_such_run")
     assert response.status_code == 404 and "no run &#39;no_such_run&#39;" in response.text
     assert client.get("/runs/no_such_run/nodes/x").status_code == 404
+    assert client.get("/runs/no_such_run/nodes").status_code == 404
     missing = client.get("/api/runs/no_such_run/version")
     assert missing.status_code == 404 and missing.json() == {"error": "no run 'no_such_run' in the warehouse"}
 
@@ -457,3 +458,20 @@ def test_quality_expectations_lists_every_expectation_passed_ones_too(client, de
     assert "pass" in results and "fail" in results  # the probe's 1.5 reward fails check 1; the rest pass
     passed = sum(o.success for o in report.outcomes)
     assert f'data-passed="{passed}" data-total="{len(report.outcomes)}"' in html
+
+
+def test_a_run_exists_for_the_nodes_page_when_any_of_its_tables_names_it(tmp_path):
+    """The nodes page's check reads runs, nodes, task_rounds and steps in turn: a run named only
+    by its nodes or only by its timing rows is there; a run none names is not."""
+    from warehouse.db import connect
+    from warehouse.migrate import init_db
+    from warehouse.serve.data import _has_rows
+
+    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    init_db(url)
+    with connect(url) as con:
+        con.execute("INSERT INTO nodes (source_id, line_no, run_id, round, task, node_id) VALUES (1, 1, 'n', 1, 't', 'a')")
+        con.execute("INSERT INTO steps (source_id, line_no, run_id, step) VALUES (2, 1, 's', 1)")
+        con.execute("INSERT INTO task_rounds (run_id, round, task, summary_present, node_file_present, has_tree, "
+                    "has_transcript) VALUES ('t', 1, 'x', true, false, false, false)")
+        assert [_has_rows(con, run) for run in ("n", "s", "t", "none")] == [True, True, True, False]
