@@ -137,7 +137,8 @@ def set_up(opts: RunOptions, team, life, log, monitor=None) -> Pieces:
     resume = resume_point(opts)
     with team.alone():
         run_id = opts.run_id or new_run_id(arm.name)
-        trees, base, writer = _rank_0_pieces(opts, arm, tasks, run_id, overrides, notes, resume, team, life, log)
+        trees, base, writer = _rank_0_pieces(opts, arm, tasks, run_id, overrides, notes, resume, team, life, log,
+                                             backend_asked=choice.asked)
         log(f"Run {run_id}: arm {arm.name}, model {opts.model}, tasks {', '.join(tasks)}, seed {opts.seed}")
         log(f"Generation: {choice.name} {choice.version or ''} ({choice.reason})")
         prepare_model(opts, team, log)
@@ -167,7 +168,7 @@ def set_up(opts: RunOptions, team, life, log, monitor=None) -> Pieces:
 
 
 def _rank_0_pieces(opts: RunOptions, arm: Arm, tasks: dict, run_id: str, overrides: dict, notes: str,
-                   resume: ResumePoint | None, team, life, log) -> tuple:
+                   resume: ResumePoint | None, team, life, log, backend_asked: bool = True) -> tuple:
     """(trees, the resumed update's base, writer) on rank 0, the run row claimed; Nones elsewhere."""
     if not team.main:
         return None, None, None
@@ -175,7 +176,7 @@ def _rank_0_pieces(opts: RunOptions, arm: Arm, tasks: dict, run_id: str, overrid
 
     trees = initial_trees(opts, tasks, resume)  # before the model: a bad resume point fails fast
     base = resumed_update_base(opts, resume)
-    writer = make_writer(opts, arm, run_id, overrides, notes, resume, log)
+    writer = make_writer(opts, arm, run_id, overrides, notes, resume, log, backend_asked)
     writer.claim()  # the run row, before round 1: a second run with this id stops here
     life.start(run_id)
     return trees, base, writer
@@ -283,13 +284,13 @@ def initial_trees(opts: RunOptions, tasks: dict, resume: ResumePoint | None) -> 
 
 
 def make_writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str,
-                resume: ResumePoint | None, log) -> RoundWriter:
+                resume: ResumePoint | None, log, backend_asked: bool = True) -> RoundWriter:
     from train.writer import RoundWriter, RunRow
 
     resumed = {"run": resume.run_id, "step": resume.step} if resume else None
     row = RunRow(run_id=run_id, arm=arm.name, question_id=arm.question_id, model=opts.model,
                  seed=opts.seed, overrides=overrides, notes=notes, resumed_from=resumed,
-                 sources=recorded_sources(opts, overrides))
+                 sources=recorded_sources(opts, overrides, backend_asked))
     return RoundWriter(opts.db_url, row, export_root=opts.export_root, spool_root=opts.spool_root,
                        lock_wait_s=opts.lock_wait_s, log=log)
 

@@ -309,15 +309,15 @@ def resolve_tasks(arm: Arm, opts: RunOptions, overrides: dict, log) -> tuple[dic
     return tasks, overrides, notes
 
 
-def recorded_sources(opts: RunOptions, recorded: dict) -> dict:
+def recorded_sources(opts: RunOptions, recorded: dict, backend_asked: bool = True) -> dict:
     """Where each setting the run row records (runs.overrides) came from, for runs.settings_sources:
     settings_of's source for the arm's and the knobs' (arm, --set, run, default), and for the keys
     the run adds itself: its tasks (--tasks, or the bundled ones it fell back to), its backend
-    (--backend; `auto` is resolved before the run row is made, so it reads as the flag too), the
-    checkpoint flags; any other (the backend's version, the model directory) is the run's own pick."""
+    (--backend when `backend_asked`, else the run's pick: `auto`), the checkpoint flags; any other
+    (the backend's version, the model directory) is the run's own pick."""
     settings = settings_of(opts)
-    added = {"tasks": "flag" if opts.tasks else "run", "backend": "flag", "checkpoint_dir": "flag",
-             "checkpoint_every": "flag"}
+    added = {"tasks": "flag" if opts.tasks else "run", "backend": "flag" if backend_asked else "run",
+             "checkpoint_dir": "flag", "checkpoint_every": "flag"}
     known = {f.name for f in dataclasses.fields(Arm)} | {f.name for f in dataclasses.fields(Knobs)}
     return {key: added[key] if key in added else settings.source(key) if key in known else "run"
             for key in recorded}

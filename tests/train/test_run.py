@@ -109,10 +109,10 @@ def test_two_rounds_land_with_valid_nodes_spread_and_drafts_after_round_one(db_u
     assert json.loads(run_row[1])["tasks"] == [TASK]
     # --backend auto on CPU: transformers, recorded with its version
     assert json.loads(run_row[1])["backend"] == "hf" and json.loads(run_row[1])["backend_version"]
-    # each recorded setting with its source: --set, the --tasks flag, the run's own picks
+    # each recorded setting with its source: --set, the --tasks flag, the run's own picks (auto's backend)
     assert json.loads(run_row[3]) == {"siblings_per_expansion": "--set", "expansions_per_round": "--set",
                                       "initial_drafts": "--set", "draft_prob": "--set", "tasks": "flag",
-                                      "backend": "flag", "backend_version": "run", "model_dir": "run"}
+                                      "backend": "run", "backend_version": "run", "model_dir": "run"}
     assert backends[0].calls[0].max_new_tokens == 24576  # a real model keeps the arm's response cap
     assert backends[0].calls[0].prompt_cap == 12288
 
@@ -132,6 +132,7 @@ def test_recorded_sources_name_where_each_recorded_setting_came_from():
         "backend": "flag", "checkpoint_dir": "flag", "checkpoint_every": "flag", "backend_version": "run",
         "tasks": "run"}  # the bundled tasks it fell back to (no --tasks)
     assert recorded_sources(RunOptions(tasks=("a",)), {"tasks": ["a"]}) == {"tasks": "flag"}
+    assert recorded_sources(opts, {"backend": "hf"}, backend_asked=False) == {"backend": "run"}  # auto's pick
 
 
 def test_arm_tasks_missing_fall_back_to_bundled_with_a_notice(tmp_path):

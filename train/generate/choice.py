@@ -22,6 +22,7 @@ class BackendChoice:
     name: str  # "hf" or "vllm"
     version: str | None  # the engine's version (vLLM's, or transformers' for hf)
     reason: str  # why, for the run's log
+    asked: bool = False  # named by --backend, not picked by `auto`
 
     def recorded(self) -> dict:
         """What the run row keeps (runs.overrides)."""
@@ -39,9 +40,9 @@ def choose_backend(requested: str, device: str, ranks: int = 1) -> BackendChoice
     if requested == "vllm":
         if ranks > 1:
             raise vllm_with_ranks(f"{ranks} ranks")
-        return BackendChoice("vllm", vllm, "--backend vllm")
+        return BackendChoice("vllm", vllm, "--backend vllm", asked=True)
     if requested == "hf":
-        return BackendChoice("hf", _transformers_version(), "--backend hf")
+        return BackendChoice("hf", _transformers_version(), "--backend hf", asked=True)
     if not _on_cuda(device):
         return BackendChoice("hf", _transformers_version(), "auto: the policy is not on a CUDA device")
     if ranks > 1:
