@@ -137,29 +137,28 @@ def memory_limit() -> str:
     return parse_memory_limit(value, f"${MEMORY_ENV_VAR}") if value else DEFAULT_MEMORY_LIMIT
 
 
-def _size(value: str):
-    """A memory size's (number, unit) match, unit upper-cased; None where it is not one."""
+def _size(value: str) -> tuple[str, str] | None:
+    """A memory size's (number, unit), the unit upper-cased and one of _MEMORY_UNITS; None
+    where it is not one."""
     import re
 
-    return re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*", value.upper())
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*", value.upper())
+    return match.groups() if match and match.group(2) in _MEMORY_UNITS else None
 
 
 def memory_limit_bytes(value: str) -> int | None:
     """A memory size ('2GB', '512MiB', as `parse_memory_limit` reads and returns them) in
     bytes; None where it is not one."""
-    match = _size(value)
-    if not match or match.group(2) not in _MEMORY_UNITS:
-        return None
-    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2)])
+    size = _size(value)
+    return None if size is None else int(float(size[0]) * _MEMORY_UNITS[size[1]])
 
 
 def parse_memory_limit(value: str, setting: str) -> str:
     """`value` as DuckDB reads a memory_limit ('2GB', '512MiB'), checked here."""
     from warehouse.errors import TerminalError
 
-    size = memory_limit_bytes(value)
-    if size is None or size < 2**24:
+    size = _size(value)
+    if size is None or float(size[0]) * _MEMORY_UNITS[size[1]] < 2**24:
         raise TerminalError(f"{setting}: {value!r} is not a memory size of at least 16MB "
                             "(e.g. 2GB, 512MB, 3GiB).")
-    match = _size(value)
-    return f"{match.group(1)}{match.group(2).replace('IB', 'iB')}"
+    return f"{size[0]}{size[1].replace('IB', 'iB')}"
