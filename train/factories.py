@@ -168,7 +168,7 @@ def set_up(opts: RunOptions, team, life, log, monitor=None) -> Pieces:
 
 
 def _rank_0_pieces(opts: RunOptions, arm: Arm, tasks: dict, run_id: str, overrides: dict, notes: str,
-                   resume: ResumePoint | None, team, life, log, backend_asked: bool = True) -> tuple:
+                   resume: ResumePoint | None, team, life, log, backend_asked: bool) -> tuple:
     """(trees, the resumed update's base, writer) on rank 0, the run row claimed; Nones elsewhere."""
     if not team.main:
         return None, None, None
@@ -284,7 +284,7 @@ def initial_trees(opts: RunOptions, tasks: dict, resume: ResumePoint | None) -> 
 
 
 def make_writer(opts: RunOptions, arm: Arm, run_id: str, overrides: dict, notes: str,
-                resume: ResumePoint | None, log, backend_asked: bool = True) -> RoundWriter:
+                resume: ResumePoint | None, log, backend_asked: bool) -> RoundWriter:
     from train.writer import RoundWriter, RunRow
 
     resumed = {"run": resume.run_id, "step": resume.step} if resume else None
