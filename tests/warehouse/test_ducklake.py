@@ -105,6 +105,47 @@ def test_one_schema_but_no_keys_or_indexes_on_ducklake(file_and_lake):
     assert lake_keys == 0 and lake_indexes == 0
 
 
+def _tables_without_stats(con) -> list[str]:
+    from warehouse.db import LAKE_ALIAS
+
+    meta = f"__ducklake_metadata_{LAKE_ALIAS}"
+    return [t for (t,) in con.execute(
+        f"SELECT t.table_name FROM {meta}.ducklake_table AS t LEFT JOIN {meta}.ducklake_table_stats AS s "
+        "USING (table_id) WHERE t.end_snapshot IS NULL AND s.table_id IS NULL ORDER BY 1").fetchall()]
+
+
+def _counts(con) -> dict[str, int]:
+    tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() "
+                                        "WHERE database_name = current_database()").fetchall()]
+    return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+def test_init_leaves_no_lake_table_without_statistics_and_no_row_behind(file_and_lake, tmp_path):
+    """DuckLake plans a query over a table that never held a row by asking the catalog for
+    every column it reads, each time (warehouse.migrate.prime_lake_stats): after init every
+    table has statistics and the empty ones are still empty; an upgrade of a lake holding rows
+    leaves every count as it was."""
+    from warehouse.db import connect
+    from warehouse.migrate import init_db, upgrade
+    from warehouse.schema import TABLE_NAMES
+
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'new.sqlite'}", tmp_path / "files")
+    init_db(url)
+    with connect(url, read_only=True) as con:
+        assert _tables_without_stats(con) == []
+        counts = _counts(con)
+    assert set(TABLE_NAMES) <= set(counts)
+    assert {t for t, n in counts.items() if n} == {"alembic_version", "arms", "questions"}
+
+    _, lake_url, _ = file_and_lake
+    with connect(lake_url, read_only=True) as con:
+        before = _counts(con)
+    upgrade(lake_url)
+    with connect(lake_url, read_only=True) as con:
+        assert _counts(con) == before and before["nodes"] > 0
+        assert _tables_without_stats(con) == []
+
+
 def test_every_view_reads_the_same_on_ducklake_as_on_the_file(file_and_lake):
     from warehouse.migrate import view_files
     from warehouse.query import run_query
