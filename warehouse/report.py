@@ -78,14 +78,12 @@ def load_run(url: str, run_id: str) -> RunData:
         return read_run(con, run_id)
 
 
-def read_run(con, run_id: str) -> RunData:
-    """`load_run` on an open connection (the dashboard opens its own, with a short lock wait)."""
-    run = rows(con, 'SELECT * FROM "run_metrics" WHERE "run_id" = ?', run_id)
-    if not run:
-        raise RunNotFoundError(
-            f"no run {run_id!r} in the warehouse. List runs with "
-            "'warehouse metrics --view run_metrics'."
-        )
+def read_run(con, run_id: str, run: dict | None = None) -> RunData:
+    """`load_run` on an open connection (the dashboard opens its own, with a short lock wait).
+    `run`: the run's run_metrics row when it is read elsewhere (`run_metrics_row`; the
+    dashboard reads it on a cursor of its own, at once with the rest)."""
+    if run is None:
+        run = run_metrics_row(con, run_id)
     task_rounds = rows(con, 'SELECT * FROM "task_round_metrics" WHERE "run_id" = ? '
                              'ORDER BY "task", "round"', run_id)
     rounds = rows(con, 'SELECT * FROM "round_metrics" WHERE "run_id" = ? ORDER BY "round"',
@@ -97,7 +95,18 @@ def read_run(con, run_id: str) -> RunData:
                        'FROM "step_metrics" WHERE "run_id" = ? ORDER BY "step"', run_id)
     cap = next((r["response_cap"] for r in task_rounds if r["response_cap"] is not None), None)
     tasks = sorted({r["task"] for r in task_rounds})
-    return RunData(run_id, run[0], task_rounds, rounds, nodes, cap, tasks, steps, read_life(con, run_id))
+    return RunData(run_id, run, task_rounds, rounds, nodes, cap, tasks, steps, read_life(con, run_id))
+
+
+def run_metrics_row(con, run_id: str) -> dict:
+    """The run's run_metrics row; RunNotFoundError when it has none."""
+    run = rows(con, 'SELECT * FROM "run_metrics" WHERE "run_id" = ?', run_id)
+    if not run:
+        raise RunNotFoundError(
+            f"no run {run_id!r} in the warehouse. List runs with "
+            "'warehouse metrics --view run_metrics'."
+        )
+    return run[0]
 
 
 def rows(con, sql: str, *params) -> list[dict]:

@@ -42,14 +42,36 @@ class LakePool:
         """A reader on one snapshot for the request: the newest when it starts, kept to its end."""
         cur = self._take(wait_s)
         try:
-            cur.execute("BEGIN TRANSACTION")
-            snapshot = cur.execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot()").fetchone()[0]
-            yield SnapshotReader(cur, snapshot, self.answers)
+            yield SnapshotReader(cur, self._begin(cur), self.answers)
             cur.execute("ROLLBACK")
         except BaseException:
             self._discard(cur)  # whatever state a failed read left, the next request gets a fresh one
             raise
         self._idle.put(cur)
+
+    @contextlib.contextmanager
+    def beside(self, reader: "SnapshotReader") -> Iterator:
+        """A second reader on `reader`'s snapshot, for a request's reads to run at once; None
+        when no cursor is free right now (a request never waits for a second one, so requests
+        that each hold one cannot starve each other) or a commit landed since `reader` began."""
+        try:
+            cur = self._take(0)
+        except DatabaseLockedError:
+            yield None
+            return
+        try:
+            snapshot = self._begin(cur)
+            yield SnapshotReader(cur, snapshot, self.answers) if snapshot == reader.snapshot else None
+            cur.execute("ROLLBACK")
+        except BaseException:
+            self._discard(cur)
+            raise
+        self._idle.put(cur)
+
+    @staticmethod
+    def _begin(cur) -> int:
+        cur.execute("BEGIN TRANSACTION")
+        return cur.execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot()").fetchone()[0]
 
     def _take(self, wait_s: float):
         with contextlib.suppress(queue.Empty):

@@ -110,3 +110,46 @@ def test_kept_answers_are_bounded_by_cells_most_recently_used_first():
     answers.put((1, "big", ()), Answer(description, [(0, 0)] * 13))  # 26 cells > a quarter
     assert answers.get((1, "big", ())) is None
     assert answers.get((2, "q5", ())) is None  # another snapshot is another answer
+
+
+def test_the_run_page_read_on_two_readers_equals_it_read_on_one(lake_url, demo_url, runs):
+    """The run page reads its run_metrics row on a second reader at once with the rest
+    (data.beside): the same page as on one reader, on the lake and the file; an unknown run
+    is still a 404."""
+    from warehouse.serve import data
+
+    for url in (lake_url, demo_url):
+        for run in runs[:3]:
+            with data.reading(url) as con:
+                alone = data._run_page(con, run)
+            assert data.run_page(url, run) == alone
+            assert data.any_run_page(url, run) == alone
+        with pytest.raises(data.NotFoundError):
+            data.run_page(url, "no_such_run")
+
+
+def test_a_second_lake_reader_is_on_the_first_ones_snapshot_or_none(demo_url, tmp_path):
+    """LakePool.beside: a free cursor on the request's snapshot; none when every cursor is
+    taken (a request never waits for a second one) or a commit landed since the request began."""
+    from train.writer import RoundWrite, RunRow, commit_round
+    from warehouse.serve.lake import LakePool
+
+    url = lake_copy(demo_url, tmp_path)
+    one, two = LakePool(url, size=1), LakePool(url, size=2)
+    try:
+        with one.cursor() as reader, one.beside(reader) as other:
+            assert other is None
+        with two.cursor() as reader:
+            with two.beside(reader) as other:
+                assert other is not None and other.snapshot == reader.snapshot
+                assert other.execute("SELECT count(*) FROM nodes").fetchone() == \
+                    reader.execute("SELECT count(*) FROM nodes").fetchone()
+            records = {"cactus": [_record("beside_probe", 1, "cactus", i) for i in range(2)]}
+            commit_round(url, RunRow("beside_probe", None, None, "test", 0), RoundWrite(1, records, {"cactus": None}))
+            with two.beside(reader) as other:
+                assert other is None
+        with two.cursor() as reader, two.beside(reader) as other:  # both on the new snapshot
+            assert other is not None and other.snapshot == reader.snapshot
+    finally:
+        one.close()
+        two.close()
