@@ -30,8 +30,8 @@ so that its peak RSS is its own:
 
 Every figure is printed with its growth factor against 1x of the same layout, and the
 layouts' ratio at each scale; with `--pages`, each page's seconds with its growth factor
-against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files; it has no
-`warehouse compact` (DuckLake merges its own files).
+against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files; with
+`--compact-lake` its files are merged (`warehouse compact`, timed) before each scale's figures.
 
 With `--keep` (DuckDB files only) the warehouses stay in the work folder for later
 measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and each smaller
@@ -267,7 +267,8 @@ def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str
 
 def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
                    export: bool, pages: bool, keep: bool = False,
-                   results: dict[int, dict[str, float]] | None = None, taken=lambda: None) -> dict[int, dict[str, float]]:
+                   results: dict[int, dict[str, float]] | None = None, taken=lambda: None,
+                   compact_lake: bool = False) -> dict[int, dict[str, float]]:
     """Fill `results` (scale -> figures), calling `taken` after each scale's figures."""
     url, row_group_size = wh.url, wh.row_group_size
     _in_own_process(_init, row_group_size, url)
@@ -281,6 +282,8 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
         if copy not in scales:
             continue
         row = results[copy] = {"root_s": seconds, "root_rss_mb": rss}
+        if wh.lake and compact_lake:  # as a team's lake is kept: its files merged before it is read
+            row["compact_s"], row["compact_rss_mb"] = _in_own_process(_compact, url)
         held += measure_held(url, row_group_size, base, work, f"{copy:06d}", row, pages, export)
         row["file_mb"] = wh.size_mb()
         row["jsonl_mb"] = held / 1e6
@@ -368,6 +371,8 @@ def main() -> None:
                              "compared with the others")
     parser.add_argument("--pages", action="store_true", help="also time each dashboard page")
     parser.add_argument("--export", action="store_true", help="also time `warehouse export`")
+    parser.add_argument("--compact-lake", action="store_true",
+                        help="ducklake: run `warehouse compact` (timed) before each scale's figures")
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each scale's DuckDB file in the work folder (needs --work)")
@@ -420,7 +425,7 @@ def main() -> None:
             if args.json:
                 args.json.write_text(json.dumps({"root_mb": size, "nodes": nodes, "results": results}, indent=1))
         measure_layout(Warehouse(layout, work), base, work, scales, args.export, args.pages, args.keep,
-                       results[layout], taken)
+                       results[layout], taken, args.compact_lake)
     print_table(results, scales)
     if args.pages:
         print_pages(results, scales)
