@@ -40,14 +40,8 @@ class LakePool:
     @contextlib.contextmanager
     def cursor(self, wait_s: float = WAIT_S) -> Iterator:
         """A reader on one snapshot for the request: the newest when it starts, kept to its end."""
-        cur = self._take(wait_s)
-        try:
-            yield SnapshotReader(cur, self._begin(cur), self.answers)
-            cur.execute("ROLLBACK")
-        except BaseException:
-            self._discard(cur)  # whatever state a failed read left, the next request gets a fresh one
-            raise
-        self._idle.put(cur)
+        with self._reading(self._take(wait_s)) as reader:
+            yield reader
 
     @contextlib.contextmanager
     def beside(self, reader: "SnapshotReader") -> Iterator:
@@ -59,19 +53,21 @@ class LakePool:
         except DatabaseLockedError:
             yield None
             return
+        with self._reading(cur) as other:
+            yield other if other.snapshot == reader.snapshot else None
+
+    @contextlib.contextmanager
+    def _reading(self, cur) -> Iterator:
+        """`cur` reading the newest snapshot, back in the pool afterwards."""
         try:
-            snapshot = self._begin(cur)
-            yield SnapshotReader(cur, snapshot, self.answers) if snapshot == reader.snapshot else None
+            cur.execute("BEGIN TRANSACTION")
+            snapshot = cur.execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot()").fetchone()[0]
+            yield SnapshotReader(cur, snapshot, self.answers)
             cur.execute("ROLLBACK")
         except BaseException:
-            self._discard(cur)
+            self._discard(cur)  # whatever state a failed read left, the next request gets a fresh one
             raise
         self._idle.put(cur)
-
-    @staticmethod
-    def _begin(cur) -> int:
-        cur.execute("BEGIN TRANSACTION")
-        return cur.execute(f"SELECT id FROM {LAKE_ALIAS}.current_snapshot()").fetchone()[0]
 
     def _take(self, wait_s: float):
         with contextlib.suppress(queue.Empty):
