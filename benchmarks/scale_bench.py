@@ -66,8 +66,13 @@ def _peak_mb() -> float:
 
 
 def _use_layout(row_group_size: int) -> None:
+    """Writers attach the file with `row_group_size`-row groups; any size but this version's
+    is an earlier layout, whose writes were not padded (warehouse/rowgroups.py)."""
     import warehouse.db
+    import warehouse.rowgroups
 
+    if row_group_size != warehouse.db.ROW_GROUP_SIZE:
+        warehouse.rowgroups.PADDED_TABLES = {}
     warehouse.db.ROW_GROUP_SIZE = row_group_size
 
 
@@ -88,18 +93,20 @@ def _ingest(row_group_size: int, url: str, root: str) -> tuple[float, float]:
     return time.perf_counter() - t0, _peak_mb()
 
 
-def _open_row_group(url: str) -> int | None:
-    """The payloads in node_payloads' last row group (the one the next append joins); None
-    on DuckLake, whose commits each write Parquet files of their own."""
+def _open_row_group(url: str, row_group_size: int = 2048) -> int | None:
+    """The rows (payloads, and pads a write left deleted) in node_payloads' last row group when
+    the next append joins it; 0 when that row group is full (a padded write's end); None on
+    DuckLake, whose commits each write Parquet files of their own."""
     from warehouse.config import is_ducklake
     from warehouse.db import connect
 
     if is_ducklake(url):
         return None
     with connect(url, read_only=True) as con:
-        return con.execute("SELECT max(\"start\" + \"count\") - min(\"start\") FROM pragma_storage_info('node_payloads') "
+        held = con.execute("SELECT max(\"start\" + \"count\") - min(\"start\") FROM pragma_storage_info('node_payloads') "
                            "WHERE column_id = 0 AND segment_type <> 'VALIDITY' AND row_group_id = "
                            "(SELECT max(row_group_id) FROM pragma_storage_info('node_payloads'))").fetchone()[0] or 0
+    return 0 if held >= row_group_size else held
 
 
 def _tables(url: str) -> tuple[float, float]:
@@ -242,7 +249,7 @@ def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str
     shutil.rmtree(two, ignore_errors=True)
     added = _copy_root(base, two, f"20260802_{tag}_twonode", files=1, lines=2)
     # a small write's cost follows the payloads in the open (last) row group, which it rewrites
-    row["open_row_group_payloads"] = _in_own_process(_open_row_group, url)
+    row["open_row_group_payloads"] = _in_own_process(_open_row_group, url, row_group_size)
     row["two_node_s"], row["two_node_rss_mb"] = _in_own_process(_ingest, row_group_size, url, str(two))
     shutil.rmtree(two)
     row["tables_s"], row["tables_rss_mb"] = _in_own_process(_tables, url)

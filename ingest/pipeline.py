@@ -26,7 +26,7 @@ from ingest.derive import upsert_task_round
 from ingest.rm_ingest import load_rm_files, rm_warnings
 from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
                             record_errors, touch_source)
-from warehouse import tokens
+from warehouse import rowgroups, tokens
 from warehouse.db import checkpoint_each_commit, is_ducklake_connection, is_write_conflict, transaction
 from warehouse.errors import CATALOG_FULL, DatabaseLockedError, DiskError, disk_errno, disk_path, free_space
 
@@ -378,6 +378,7 @@ class _Walker:
             self.fail(keyed[k][1], f"could not load: {_first_line(exc)}")
             return keyed[k + 1:]
         try:
+            padded = not self.lake and rowgroups.pad(self.con)  # the group's own row groups
             self.con.execute("COMMIT")
         except Exception as exc:
             with contextlib.suppress(Exception):  # a failed COMMIT has ended it already
@@ -386,6 +387,8 @@ class _Walker:
             if not (self.lake and is_write_conflict(exc)):
                 raise
             return self._lost_commit(exc, keyed, first_id)
+        if padded:
+            rowgroups.drop_pads(self.con)
         self.lost_since = None
         for (key, job, digest), (source_id, rows, rejected) in zip(keyed, landed):
             self._landed(job, key, staged, digest, source_id, rows, rejected)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from warehouse.config import (DATA_PATH_ENV_VAR, DB_ENV_VAR, db_path_from_url, is_ducklake, memory_limit,
                               parse_ducklake)
 from warehouse.errors import DatabaseLockedError, TerminalError, disk_errno, disk_error, probe_writable
+from warehouse.rowgroups import ROW_GROUP_SIZE, drop_pads, pad
 
 LOCK_RETRY_SECONDS = 30.0
 # A new warehouse file is written in DuckDB's v1.0.0 storage format (header version 64), which
@@ -33,14 +34,6 @@ LOCK_RETRY_SECONDS = 30.0
 # older DuckDB than ours (DuckDB 2.0 wrote a format none of them could open). Opening an
 # existing file keeps its format.
 STORAGE_COMPATIBILITY = {"storage_compatibility_version": "v1.0.0"}
-# Row groups of 2,048 rows (DuckDB's smallest; its default is 122,880). A commit appends into
-# the table's last row group, and the next checkpoint rewrites that row group whole: with the
-# default, node_payloads (a few thousand rows of large token arrays) is one row group that
-# every checkpoint rewrote, so adding a run cost what the warehouse already held. With 2,048
-# rows a checkpoint rewrites at most one partial row group, whatever the warehouse holds
-# (benchmarks/scale_bench.py). DuckDB does not store the size in the file: every connection
-# that writes attaches the file with it, and migration 0006 regroups older warehouses.
-ROW_GROUP_SIZE = 2048
 # The WAL size past which a commit checkpoints instead of logging, for the commands that add
 # payloads a commit at a time (ingest, a trainer's round): none. A commit that appends to a table with
 # a key and LIST columns logs the table's whole open row group (390 MB of WAL for 2 payloads
@@ -396,7 +389,8 @@ def is_write_conflict(exc: BaseException) -> bool:
 
 def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
                 before_retry: Callable | None = None):
-    """BEGIN, `work()`, COMMIT; returns what `work` returned.
+    """BEGIN, `work()`, COMMIT; returns what `work` returned. On the file, a transaction
+    that appended token arrays ends at a row group boundary (warehouse/rowgroups.py).
 
     On DuckLake a transaction whose commit lost to another writer is rolled back and redone
     from the start (`before_retry()` first, to forget what the lost attempt did), with
@@ -409,8 +403,8 @@ def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
         con.execute("BEGIN TRANSACTION")
         try:
             result = work()
+            padded = not lake and pad(con)
             con.execute("COMMIT")
-            return result
         except BaseException as exc:
             _rollback(con)
             if not (lake and isinstance(exc, Exception) and is_write_conflict(exc)) or disk_errno(exc):
@@ -418,6 +412,10 @@ def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(f"other writers kept winning the commit for {wait_s:.0f} s "
                                           f"({str(exc).strip().splitlines()[0]})") from exc
+        else:
+            if padded:
+                drop_pads(con)
+            return result
         if before_retry:
             before_retry()
         time.sleep(delay * (0.5 + random.random()))

@@ -94,3 +94,128 @@ def test_an_ingest_commit_checkpoints_instead_of_logging_the_open_row_group(tmp_
         assert _row_group_blocks(con, "node_payloads")[0] == before[0]
     with connect(url, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM node_payloads WHERE source_id = 3").fetchone()[0] == 2
+
+
+# --- padded writes (warehouse/rowgroups.py) ---------------------------------------------------
+
+def _held(con, table: str) -> int:
+    """Rows the table holds in the file, deleted ones included."""
+    return con.execute("SELECT estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND table_name = ?", [table]).fetchone()[0]
+
+
+def _append(con, src: int, n: int, tokens: int = 3) -> None:
+    """`n` payloads of `tokens` tokens from source `src`, in a padded transaction."""
+    from warehouse.db import transaction
+
+    rows = (f"SELECT {src}, i, list_transform(range({tokens}), x -> (x * 31 + i) % 50000)::INTEGER[], "
+            f"list_transform(range({tokens}), x -> -(x % 7) / 3.0) FROM range({n}) AS t(i)")
+    transaction(con, lambda: con.execute(INSERT + rows))
+
+
+def test_a_padded_write_rejoins_no_row_group_and_leaves_no_pad_visible(tmp_path):
+    from warehouse.rowgroups import leftover_pads
+
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    upgrade(url)
+    with connect(url) as con:
+        _append(con, 1, ROW_GROUP_SIZE + 700)  # ends inside its second row group: padded past it
+        con.execute("CHECKPOINT")
+        assert _held(con, "node_payloads") == 2 * ROW_GROUP_SIZE
+        before = _row_group_blocks(con, "node_payloads")
+        _append(con, 2, 2)
+        con.execute("CHECKPOINT")
+        after = _row_group_blocks(con, "node_payloads")
+        assert _held(con, "node_payloads") == 3 * ROW_GROUP_SIZE
+        assert leftover_pads(con) == {}
+        assert con.execute("SELECT count(*), min(source_id) FROM node_payloads").fetchone() == (ROW_GROUP_SIZE + 702, 1)
+        assert con.execute("SELECT max(rowid) FROM node_payloads WHERE source_id = 2").fetchone()[0] == 2 * ROW_GROUP_SIZE + 1
+        # the partly filled row group as well as the full one: the very same blocks
+        assert sorted(before) == [0, 1]
+        for group in before:
+            assert after[group] == before[group]
+        # the control: an unpadded append (a bare INSERT) rejoins the open row group, rewritten
+        con.execute(INSERT + PAYLOAD_ROWS.format(src=3, n=2))
+        con.execute("CHECKPOINT")
+        assert _row_group_blocks(con, "node_payloads")[2] != after[2]
+
+
+def test_a_small_write_writes_as_much_into_a_large_warehouse_as_into_a_small_one(tmp_path):
+    """Append cost as a ratio: the payload blocks a 2-payload write adds, into a warehouse of
+    300 payloads and into one of 6,900 (3 full row groups and a partial one before padding)."""
+    written = {}
+    for name, held in (("small", 300), ("large", 3 * ROW_GROUP_SIZE + 756)):
+        url = f"duckdb:///{tmp_path / name}.duckdb"
+        upgrade(url)
+        with connect(url) as con:
+            for src, start in enumerate(range(0, held, 1000), start=1):  # a write per 1,000
+                _append(con, src, min(1000, held - start), tokens=600)
+            con.execute("CHECKPOINT")
+            before = {b for blocks in _row_group_blocks(con, "node_payloads").values() for b in blocks}
+            _append(con, 99, 2, tokens=600)
+            con.execute("CHECKPOINT")
+            after = {b for blocks in _row_group_blocks(con, "node_payloads").values() for b in blocks}
+            written[name] = len(after - before)
+            assert before <= after  # every block held before is still held: nothing rewritten
+    assert written["small"] > 0
+    assert written["large"] / written["small"] == 1.0
+
+
+def test_pads_an_interrupted_write_left_go_with_the_next_write(tmp_path):
+    from warehouse import rowgroups
+
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    upgrade(url)
+    with connect(url) as con:
+        con.execute("BEGIN TRANSACTION")  # a write killed between its COMMIT and the pads' deletion
+        con.execute(INSERT + PAYLOAD_ROWS.format(src=1, n=10))
+        assert rowgroups.pad(con)
+        con.execute("COMMIT")
+        assert rowgroups.leftover_pads(con) == {"node_payloads": ROW_GROUP_SIZE - 10}
+        _append(con, 2, 5)
+        assert rowgroups.leftover_pads(con) == {}
+        assert con.execute("SELECT source_id, count(*) FROM node_payloads GROUP BY 1 ORDER BY 1").fetchall() == [
+            (1, 10), (2, 5)]
+        assert _held(con, "node_payloads") == 2 * ROW_GROUP_SIZE
+
+
+def test_a_transaction_that_appends_no_token_arrays_pads_nothing(tmp_path):
+    from warehouse.db import transaction
+
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    upgrade(url)
+    with connect(url) as con:
+        _append(con, 1, 10)
+        transaction(con, lambda: con.execute("INSERT INTO ingest_errors (source_id, line_no, path, reason) "
+                                             "VALUES (1, 99, 'x', 'y')"))
+        con.execute("DELETE FROM node_payloads WHERE line_no = 3")  # a delete keeps its row's place
+        _append(con, 2, 1)
+        assert _held(con, "node_payloads") == 2 * ROW_GROUP_SIZE
+        assert _held(con, "node_train_tokens") == 0
+        transaction(con, lambda: con.execute(  # the trainer's per-token record is padded the same way
+            "INSERT INTO node_train_tokens (source_id, line_no, run_id, trainer_logprobs) "
+            "SELECT 1, i, 'r', [-0.5, -1.0] FROM range(5) AS t(i)"))
+        assert _held(con, "node_train_tokens") == ROW_GROUP_SIZE
+        assert con.execute("SELECT count(*), min(source_id) FROM node_train_tokens").fetchone() == (5, 1)
+
+
+def test_ingest_and_compact_leave_every_padded_table_at_a_row_group_boundary(small_sample_root, tmp_path):
+    from ingest.pipeline import ingest_roots
+    from warehouse.maintenance import compact
+    from warehouse.rowgroups import PADDED_TABLES, leftover_pads
+
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    upgrade(url)
+    assert ingest_roots(url, [small_sample_root]).exit_code == 0
+    with connect(url, read_only=True) as con:
+        counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in PADDED_TABLES}
+        assert counts["node_payloads"] > 0
+        assert leftover_pads(con) == {}
+        for table in PADDED_TABLES:
+            assert _held(con, table) % ROW_GROUP_SIZE == 0, table
+    compact(url)
+    with connect(url, read_only=True) as con:
+        assert {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in PADDED_TABLES} == counts
+        assert leftover_pads(con) == {}
+        for table in PADDED_TABLES:
+            assert _held(con, table) % ROW_GROUP_SIZE == 0, table

@@ -1,0 +1,85 @@
+"""A small write into a large warehouse: padded writes against a version without them (issue 40).
+
+    python benchmarks/padded_write_bench.py WAREHOUSE.duckdb --base BASE --work DIR \\
+        --baseline CHECKOUT [--runs 3] [--tag 7100]
+
+Workload: 2-node runs (one task-round of 2 nodes cut from the generated root `--base`, as
+`scale_bench.py` cuts them, ~36 K response tokens) ingested into two copies of WAREHOUSE,
+each run a `warehouse ingest` process of its own (`/usr/bin/time`: seconds and peak RSS of
+the whole process, imports and the closing checkpoint included), alternating:
+
+* baseline: the checkout `--baseline` (a version before warehouse/rowgroups.py), whose
+  commits append into node_payloads' last row group, which the checkpoint rewrites;
+* padded: this checkout, whose writes end at a row group boundary. Its first write into a
+  warehouse an older version wrote pads that warehouse's open row group once and is printed
+  on its own; the mean and the ratio are over the writes after it.
+
+Before each write it prints the rows in node_payloads' last row group that the write joins
+(0: it starts a row group of its own). Every write adds a run to the copies (run ids
+`20260802_<tag>_twonode`, new each time); WAREHOUSE itself is only read.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_bench as sb
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _ingest_process(checkout: Path, db: Path, root: Path) -> tuple[float, float]:
+    """A `warehouse ingest` process of `checkout`'s code: (seconds, peak RSS MB)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        subprocess.run(["/usr/bin/time", "-o", out.name, "-f", "%e %M", sys.executable, "-m", "warehouse.cli",
+                        "--db", str(db), "ingest", str(root)], cwd=tempfile.gettempdir(), env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seconds, kib = out.read().split()[-2:]
+    return float(seconds), int(kib) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("warehouse", type=Path)
+    parser.add_argument("--base", type=Path, required=True, help="the generated root (scale_bench's)")
+    parser.add_argument("--work", type=Path, required=True, help="where the copies and 2-node roots go")
+    parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the version to compare with")
+    parser.add_argument("--runs", type=int, default=3, help="writes of each variant after the padded one's first")
+    parser.add_argument("--tag", type=int, default=7100, help="the first run id tag (new ones each time)")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    copies = {"baseline": (args.baseline, args.work / "baseline.duckdb"), "padded": (REPO, args.work / "padded.duckdb")}
+    for _, db in copies.values():
+        shutil.copyfile(args.warehouse, db)
+    seconds: dict[str, list[float]] = {name: [] for name in copies}
+    tag = args.tag
+    for i in range(args.runs + 1):
+        for name, (checkout, db) in copies.items():
+            two = args.work / f"two_{tag}"
+            shutil.rmtree(two, ignore_errors=True)
+            sb._copy_root(args.base, two, f"20260802_{tag:06d}_twonode", files=1, lines=2)
+            joins = sb._in_own_process(sb._open_row_group, f"duckdb:///{db}")
+            s, mb = _ingest_process(checkout, db, two)
+            shutil.rmtree(two)
+            first = name == "padded" and i == 0
+            if not first and (name == "padded" or i > 0):  # both: the same number of writes
+                seconds[name].append(s)
+            note = "  (first write: pads the open row group once)" if first else ""
+            print(f"{name:9s} joins a row group of {joins:5d} rows: {s:5.2f} s, peak {mb:5.0f} MB{note}", flush=True)
+            tag += 1
+    means = {name: statistics.mean(v) for name, v in seconds.items()}
+    for name, v in seconds.items():
+        print(f"{name:9s} mean {means[name]:.2f} s (min {min(v):.2f}, max {max(v):.2f}) over {len(v)} writes")
+    print(f"padded / baseline: {means['padded'] / means['baseline']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
