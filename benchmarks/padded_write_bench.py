@@ -10,12 +10,11 @@ the whole process, imports and the closing checkpoint included), alternating:
 
 * baseline: the checkout `--baseline` (a version before warehouse/rowgroups.py), whose
   commits append into node_payloads' last row group, which the checkpoint rewrites;
-* padded: this checkout, whose writes end at a row group boundary. Its first write into a
-  warehouse an older version wrote pads that warehouse's open row group once and is printed
-  on its own; the mean and the ratio are over the writes after it.
+* padded: this checkout, whose writes append whole row groups (warehouse/rowgroups.py) and
+  so leave the last row group as it is.
 
-Before each write it prints the rows in node_payloads' last row group that the write joins
-(0: it starts a row group of its own). Every write adds a run to the copies (run ids
+Before each write it prints the rows in node_payloads' last row group (the one an unpadded
+write joins and rewrites; 0 when it is full). Every write adds a run to the copies (run ids
 `20260802_<tag>_twonode`, new each time); WAREHOUSE itself is only read.
 """
 from __future__ import annotations
@@ -52,7 +51,7 @@ def main() -> None:
     parser.add_argument("--base", type=Path, required=True, help="the generated root (scale_bench's)")
     parser.add_argument("--work", type=Path, required=True, help="where the copies and 2-node roots go")
     parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the version to compare with")
-    parser.add_argument("--runs", type=int, default=3, help="writes of each variant after the padded one's first")
+    parser.add_argument("--runs", type=int, default=3, help="writes of each variant")
     parser.add_argument("--tag", type=int, default=7100, help="the first run id tag (new ones each time)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -61,19 +60,16 @@ def main() -> None:
         shutil.copyfile(args.warehouse, db)
     seconds: dict[str, list[float]] = {name: [] for name in copies}
     tag = args.tag
-    for i in range(args.runs + 1):
+    for _ in range(args.runs):
         for name, (checkout, db) in copies.items():
             two = args.work / f"two_{tag}"
             shutil.rmtree(two, ignore_errors=True)
             sb._copy_root(args.base, two, f"20260802_{tag:06d}_twonode", files=1, lines=2)
-            joins = sb._in_own_process(sb._open_row_group, f"duckdb:///{db}")
+            last = sb._in_own_process(sb._open_row_group, f"duckdb:///{db}")
             s, mb = _ingest_process(checkout, db, two)
             shutil.rmtree(two)
-            first = name == "padded" and i == 0
-            if not first and (name == "padded" or i > 0):  # both: the same number of writes
-                seconds[name].append(s)
-            note = "  (first write: pads the open row group once)" if first else ""
-            print(f"{name:9s} joins a row group of {joins:5d} rows: {s:5.2f} s, peak {mb:5.0f} MB{note}", flush=True)
+            seconds[name].append(s)
+            print(f"{name:9s} last row group {last:5d} rows: {s:5.2f} s, peak {mb:5.0f} MB", flush=True)
             tag += 1
     means = {name: statistics.mean(v) for name, v in seconds.items()}
     for name, v in seconds.items():

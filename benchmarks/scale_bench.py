@@ -94,9 +94,9 @@ def _ingest(row_group_size: int, url: str, root: str) -> tuple[float, float]:
 
 
 def _open_row_group(url: str, row_group_size: int = 2048) -> int | None:
-    """The rows (payloads, and pads a write left deleted) in node_payloads' last row group when
-    the next append joins it; 0 when that row group is full (a padded write's end); None on
-    DuckLake, whose commits each write Parquet files of their own."""
+    """The rows in node_payloads' last row group (the one an unpadded append joins and the
+    checkpoint rewrites; warehouse/rowgroups.py); 0 when it is full; None on DuckLake, whose
+    commits each write Parquet files of their own."""
     from warehouse.config import is_ducklake
     from warehouse.db import connect
 

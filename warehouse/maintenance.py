@@ -99,7 +99,6 @@ def compact(url: str) -> Compacted | Merged:
     """
     import os
 
-    from warehouse import rowgroups
     from warehouse.config import db_path_from_url, is_ducklake
     from warehouse.db import ROW_GROUP_SIZE, connect, file_alias, quote_identifier
     from warehouse.revision import require_head
@@ -121,11 +120,6 @@ def compact(url: str) -> Compacted | Merged:
         con.execute(f"ATTACH {quoted} AS _compact (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
         try:
             con.execute(f"COPY FROM DATABASE {quote_identifier(file_alias(path))} TO _compact")
-            con.execute("BEGIN TRANSACTION")  # the next write starts a row group of its own
-            padded = rowgroups.pad(con, "_compact", held_rows=True)
-            con.execute("COMMIT")
-            if padded:
-                rowgroups.drop_pads(con, "_compact")
         finally:
             con.execute("DETACH _compact")
         os.replace(target, path)
