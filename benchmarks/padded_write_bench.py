@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,22 +58,15 @@ def main() -> None:
     for _, db in copies.values():
         shutil.copyfile(args.warehouse, db)
     seconds: dict[str, list[float]] = {name: [] for name in copies}
-    tag = args.tag
-    for _ in range(args.runs):
+    for i in range(args.runs):
         for name, (checkout, db) in copies.items():
-            two = args.work / f"two_{tag}"
-            shutil.rmtree(two, ignore_errors=True)
-            sb._copy_root(args.base, two, f"20260802_{tag:06d}_twonode", files=1, lines=2)
+            two, _ = sb.cut_two_node(args.base, args.work, f"{args.tag + 2 * i + (name == 'padded'):06d}")
             last = sb._in_own_process(sb._open_row_group, f"duckdb:///{db}")
             s, mb = _ingest_process(checkout, db, two)
             shutil.rmtree(two)
             seconds[name].append(s)
             print(f"{name:9s} last row group {last:5d} rows: {s:5.2f} s, peak {mb:5.0f} MB", flush=True)
-            tag += 1
-    means = {name: statistics.mean(v) for name, v in seconds.items()}
-    for name, v in seconds.items():
-        print(f"{name:9s} mean {means[name]:.2f} s (min {min(v):.2f}, max {max(v):.2f}) over {len(v)} writes")
-    print(f"padded / baseline: {means['padded'] / means['baseline']:.2f}x")
+    sb.print_means(seconds, "padded", "baseline")
 
 
 if __name__ == "__main__":

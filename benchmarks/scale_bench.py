@@ -212,6 +212,24 @@ def _copy_root(base: Path, out: Path, run_id: str, files: int | None = None, lin
     return total
 
 
+def cut_two_node(base: Path, work: Path, tag: str) -> tuple[Path, int]:
+    """A 2-node run (`base`'s first node file cut to 2 lines) under run id
+    `20260802_<tag>_twonode`, in a root of its own under `work`: (root, node bytes)."""
+    two = work / f"two_{tag}"
+    shutil.rmtree(two, ignore_errors=True)
+    return two, _copy_root(base, two, f"20260802_{tag}_twonode", files=1, lines=2)
+
+
+def print_means(seconds: dict[str, list[float]], new: str, old: str, unit: str = "writes") -> None:
+    """Each variant's mean, min and max seconds, and the ratio of `new`'s mean to `old`'s."""
+    import statistics
+
+    means = {name: statistics.mean(v) for name, v in seconds.items()}
+    for name, v in seconds.items():
+        print(f"{name:22s} mean {means[name]:.2f} s (min {min(v):.2f}, max {max(v):.2f}) over {len(v)} {unit}")
+    print(f"{new} / {old}: {means[new] / means[old]:.2f}x")
+
+
 # --- one layout ---------------------------------------------------------------------------
 
 class Warehouse:
@@ -245,10 +263,8 @@ def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str
     """The figures of a warehouse as it holds (each stage a process of its own) into `row`:
     a 2-node run's ingest (run id tagged `tag`), `warehouse tables`, the token searches, and
     with `pages`/`export` the pages and the export. Returns the node bytes the 2-node run added."""
-    two = work / f"two_{tag}"
-    shutil.rmtree(two, ignore_errors=True)
-    added = _copy_root(base, two, f"20260802_{tag}_twonode", files=1, lines=2)
-    # a small write's cost follows the payloads in the open (last) row group, which it rewrites
+    two, added = cut_two_node(base, work, tag)
+    # an unpadded small write's cost follows the rows in the last row group, which it rewrites
     row["open_row_group_payloads"] = _in_own_process(_open_row_group, url, row_group_size)
     row["two_node_s"], row["two_node_rss_mb"] = _in_own_process(_ingest, row_group_size, url, str(two))
     shutil.rmtree(two)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,22 +53,15 @@ def main() -> None:
     url = f"duckdb:///{args.warehouse}"
     args.work.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, list[float]] = {name: [] for name in POLICIES}
-    tag = args.tag
-    for _ in range(args.pairs):
-        for name, threshold in POLICIES.items():
-            two = args.work / f"two_{tag}"
-            shutil.rmtree(two, ignore_errors=True)
-            sb._copy_root(args.base, two, f"20260802_{tag:06d}_twonode", files=1, lines=2)
+    for i in range(args.pairs):
+        for k, (name, threshold) in enumerate(POLICIES.items()):
+            two, _ = sb.cut_two_node(args.base, args.work, f"{args.tag + 2 * i + k:06d}")
             held = sb._in_own_process(sb._open_row_group, url)
             s, mb = sb._in_own_process(_ingest, url, str(two), threshold)
             shutil.rmtree(two)
             seconds[name].append(s)
             print(f"{name:22s} open row group {held:5d} payloads: {s:6.2f} s, peak {mb:6.0f} MB", flush=True)
-            tag += 1
-    means = {name: statistics.mean(v) for name, v in seconds.items()}
-    for name, mean in means.items():
-        print(f"{name:22s} mean {mean:.2f} s over {len(seconds[name])} runs")
-    print(f"checkpoint-at-commit / log-then-checkpoint: {means['checkpoint-at-commit'] / means['log-then-checkpoint']:.2f}x")
+    sb.print_means(seconds, "checkpoint-at-commit", "log-then-checkpoint", "runs")
 
 
 if __name__ == "__main__":

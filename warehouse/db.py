@@ -390,7 +390,8 @@ def is_write_conflict(exc: BaseException) -> bool:
 def transaction(con, work: Callable, *, wait_s: float = LOCK_RETRY_SECONDS,
                 before_retry: Callable | None = None):
     """BEGIN, `work()`, COMMIT; returns what `work` returned. On the file, a transaction
-    that appended token arrays ends at a row group boundary (warehouse/rowgroups.py).
+    that appended token arrays appends whole row groups (warehouse/rowgroups.py), so its
+    checkpoint rewrites none written before.
 
     On DuckLake a transaction whose commit lost to another writer is rolled back and redone
     from the start (`before_retry()` first, to forget what the lost attempt did), with
