@@ -10,10 +10,10 @@ response), so a 2-node run after a row group of 1,856 payloads rewrote 400 MB (2
 `warehouse ingest` process on this project's 2-core machines), whatever the run added.
 
 So a transaction that appends to one of PADDED_TABLES appends a multiple of ROW_GROUP_SIZE
-rows: before its COMMIT, `pad` adds *pad rows* (source id PAD_SOURCE_ID, a line number of
-their own, every other column NULL or empty) up to the next multiple, and after it
-`drop_pads` deletes them in a transaction of its own (rows a transaction appends and deletes
-itself are never written). A deleted row keeps its place: DuckDB merges row groups with
+rows: before its COMMIT, `pad` adds *pad rows* (source id PAD_SOURCE_ID, line numbers -1,
+-2, ..., every other column NULL or empty) up to the next multiple, and after it `drop_pads`
+deletes them in a transaction of its own (rows a transaction appends and deletes itself are
+never written). A deleted row keeps its place: DuckDB merges row groups with
 deleted rows only in tables without an index, and both tables have a primary key. A
 checkpoint then writes what was added and the deletes, never a row group written before.
 `warehouse.db.transaction` pads on the file (a trainer's round, a restore, `migrate-to`), and
@@ -67,9 +67,8 @@ def pad(con) -> bool:
         required = PADDED_TABLES[name]
         columns = "".join(f', "{c}"' for c in required)
         values = "".join(f", {v}" for v in required.values())
-        end = int(held[name]) + appended  # line numbers: minus the row's position, so no two pads share a key
         con.execute(f'INSERT INTO "{name}" ("source_id", "line_no"{columns}) SELECT {PAD_SOURCE_ID}, '
-                    f'-(CAST({end} AS BIGINT) + i + 1){values} FROM range({fill}) AS r(i)')
+                    f'-1 - CAST(i AS INTEGER){values} FROM range({fill}) AS r(i)')  # line numbers -1, -2, ...
         added = True
     return added
 
