@@ -96,8 +96,9 @@ def compact(url: str) -> Compacted | Merged:
     DuckLake, merge each table's small Parquet files (`compact_lake`).
 
     The schema (`COPY FROM DATABASE ... (SCHEMA)`: tables, keys, indexes, views), then each
-    table's rows (`_copy_rows`) go into `PATH.compact`, under the write lock, which then replaces the file in one rename. A reader attached meanwhile keeps reading
-    the file it opened; the next connection opens the compact one.
+    table's rows (`_copy_rows`) go into `PATH.compact`, under the write lock, which then
+    replaces the file in one rename. A reader attached meanwhile keeps reading the file it
+    opened; the next connection opens the compact one.
     """
     import os
 
