@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from warehouse.config import (DATA_PATH_ENV_VAR, DB_ENV_VAR, db_path_from_url, is_ducklake, memory_limit,
-                              parse_ducklake)
+                              memory_limit_bytes, parse_ducklake)
 from warehouse.errors import DatabaseLockedError, TerminalError, disk_errno, disk_error, probe_writable
 from warehouse.rowgroups import ROW_GROUP_SIZE, drop_pads, pad
 
@@ -91,6 +91,26 @@ def _config(read_only: bool, path: str | None) -> dict:
     storage format of a file it creates."""
     config = {"memory_limit": memory_limit(), "temp_directory": _temp_directory(path)}
     return config if read_only else {**config, **STORAGE_COMPATIBILITY}
+
+
+#: The share of the memory budget DuckDB may cache table blocks in while a command reads each
+#: block once (a token search, `compact`'s copy): the cache is of no use then, and a smaller
+#: one leaves room for the buffers memory_limit does not count, the scan's and the writer's
+#: (a row group of ~18 K-token payloads compressed on its way into a file).
+SCAN_SHARE = 0.5
+
+
+@contextlib.contextmanager
+def scan_share(con, share: float = SCAN_SHARE) -> Iterator[None]:
+    """DuckDB's memory_limit on `con` at `share` of the budget while the block runs, the whole
+    budget again after it, however it ends (a transaction the block leaves aborted must be
+    rolled back inside it)."""
+    budget = memory_limit()
+    con.execute(f"SET memory_limit = '{int(memory_limit_bytes(budget) * share)}B'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = '{budget}'")
 
 
 def _temp_directory(path: str | None) -> str:

@@ -211,8 +211,7 @@ def find_token(con, token_id: int, run_id: str | None = None, progress=None):
     the warehouse holds: an id held in every row group costs a read of every payload (the
     view's cost), never its memory. `progress(done, total)` is called after each statement.
     The rows are sorted as the view's query sorts them."""
-    from warehouse.config import memory_limit, memory_limit_bytes
-    from warehouse.db import is_ducklake_connection
+    from warehouse.db import is_ducklake_connection, scan_share
     from warehouse.query import Result
 
     if is_ducklake_connection(con):
@@ -227,27 +226,17 @@ def find_token(con, token_id: int, run_id: str | None = None, progress=None):
         cur = con.execute('SELECT * FROM "node_tokens"' + where + " LIMIT 0", [token_id, run_id])
         return Result([d[0] for d in cur.description], [], [str(d[1]) for d in cur.description])
     rows = []
-    budget = memory_limit()
-    # each row group is read once, so DuckDB's cache of what it read is of no use here: a
-    # smaller one leaves room for the scan's own buffers, which memory_limit does not count
-    # (at 30x, 3.2 GB of RSS under a 2 GB limit, 2.2 GB under SCAN_SHARE of it, as fast)
-    con.execute(f"SET memory_limit = '{int(memory_limit_bytes(budget) * SCAN_SHARE)}B'")
-    try:
+    with scan_share(con):  # each row group is read once (at 30x: 3.2 GB of RSS, 2.2 GB with it, as fast)
         for done, (batch, row_ids) in enumerate(batches, 1):
             cur = con.execute(f"SELECT * FROM ({narrowed_view(batch, row_ids)}) AS t" + where, [token_id, run_id])
             columns, types = [d[0] for d in cur.description], [str(d[1]) for d in cur.description]
             rows += cur.fetchall()
             if progress is not None:
                 progress(done, len(batches))
-    finally:
-        con.execute(f"SET memory_limit = '{budget}'")
     order = [columns.index(c) for c in ORDER_COLUMNS]  # none of them NULL; VARCHAR in byte order, as DuckDB's
     rows.sort(key=lambda row: [row[i] for i in order])
     return Result(columns, rows, types)
 
-
-#: The share of the memory budget DuckDB may cache table blocks in during a token search.
-SCAN_SHARE = 0.5
 
 
 def narrowed_view(keys: list[tuple[int, int]], row_ids: tuple[int, int] | None = None) -> str:

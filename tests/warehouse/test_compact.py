@@ -85,3 +85,41 @@ def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_
     assert sum(merged.values()) < sum(files.values())
     again = CliRunner().invoke(main, ["--db", url, "compact"])
     assert again.exit_code == 0 and again.output.startswith("Merged the data files of 0 tables"), again.output
+
+
+def test_compact_copies_under_the_scan_share_and_gives_the_budget_back(tmp_path, monkeypatch):
+    """Each table is copied with DuckDB's cache at SCAN_SHARE of the budget (every block is read
+    once; the rest is left to the buffers memory_limit does not count). A copy that fails inside
+    its transaction is rolled back before the budget is given back: its own error is the one
+    raised, and the file is as it was."""
+    import warehouse.maintenance as maintenance
+    from warehouse.config import memory_limit, memory_limit_bytes
+    from warehouse.db import SCAN_SHARE
+
+    path = tmp_path / "wh.duckdb"
+    url = f"duckdb:///{path}"
+    init_db(url)
+    with connect(url) as con:
+        con.execute(PAYLOADS.format(src=1))
+    rows = _rows(url)
+    copy_rows, seen, fail = maintenance._copy_rows, [], [True]
+
+    def watched(con, source, table, chunked):
+        seen.append((table, con.execute("SELECT current_setting('memory_limit')").fetchone()[0]))
+        if table == '"node_payloads"' and fail[0]:
+            con.execute("BEGIN TRANSACTION")
+            con.execute("SELECT error('copy failed')")  # leaves the transaction aborted
+        copy_rows(con, source, table, chunked)
+
+    monkeypatch.setattr(maintenance, "_copy_rows", watched)
+    with duckdb.connect() as con:  # DuckDB's own spelling of the two limits
+        share, budget = (con.execute(f"SET memory_limit = '{limit}'; SELECT current_setting('memory_limit')").fetchone()[0]
+                         for limit in (f"{int(memory_limit_bytes(memory_limit()) * SCAN_SHARE)}B", memory_limit()))
+    with pytest.raises(duckdb.Error, match="copy failed"):
+        maintenance.compact(url)
+    assert {limit for _, limit in seen} == {share} != {budget} and _rows(url) == rows
+    fail[0] = False
+    seen.clear()
+    maintenance.compact(url)
+    assert {limit for _, limit in seen} == {share} and ('"node_payloads"', share) in seen
+    assert _rows(url) == rows and not os.path.exists(f"{path}.compact")

@@ -383,6 +383,7 @@ def test_a_search_caches_less_while_it_reads_and_gives_the_budget_back(warehouse
     """While the payloads are read (each row group once) DuckDB caches at most SCAN_SHARE of
     the budget; the connection has its whole budget again afterwards, and after a failed read."""
     from warehouse.config import memory_limit, memory_limit_bytes
+    from warehouse.db import SCAN_SHARE
     from warehouse.tokens import find_token
 
     url, _ = warehouse
@@ -393,7 +394,7 @@ def test_a_search_caches_less_while_it_reads_and_gives_the_budget_back(warehouse
         during = []
         find_token(con, token_id, progress=lambda done, total: during.append(con.execute(limit).fetchone()[0]))
         assert con.execute(limit).fetchone()[0] == before and during
-        half = con.execute(f"SET memory_limit = '{int(memory_limit_bytes(memory_limit()) * tokens.SCAN_SHARE)}B'; "
+        half = con.execute(f"SET memory_limit = '{int(memory_limit_bytes(memory_limit()) * SCAN_SHARE)}B'; "
                            f"SELECT current_setting('memory_limit')").fetchone()[0]
         con.execute(f"SET memory_limit = '{memory_limit()}'")
         assert set(during) == {half} != {before}
