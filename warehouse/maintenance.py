@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
-from warehouse.rowgroups import PADDED_TABLES, ROW_GROUP_SIZE
+from warehouse.rowgroups import PAD_SOURCE_ID, PADDED_TABLES, ROW_GROUP_SIZE, drop_pads, pad
 
 DEFAULT_OLDER_THAN_S = 3600.0
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -121,12 +121,13 @@ def compact(url: str) -> Compacted | Merged:
                 os.remove(leftover)
         quoted = "'" + target.replace("'", "''") + "'"
         con.execute(f"ATTACH {quoted} AS _compact (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+        source = quote_identifier(file_alias(path))
         with scan_share(con):  # every block is read once: the rest is left to the row group being compressed
             try:
-                source = quote_identifier(file_alias(path))
                 con.execute(f"COPY FROM DATABASE {source} TO _compact (SCHEMA)")  # tables, keys, indexes, views
                 tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = ? "
                                                     "AND schema_name = 'main' ORDER BY 1", [file_alias(path)]).fetchall()]
+                con.execute("USE _compact")  # where `pad` pads
                 for table in tables:
                     _copy_rows(con, source, quote_identifier(table), chunked=table in PADDED_TABLES)
             except BaseException:
@@ -134,32 +135,40 @@ def compact(url: str) -> Compacted | Merged:
                     con.execute("ROLLBACK")
                 raise
             finally:
+                con.execute(f"USE {source}")
                 con.execute("DETACH _compact")
         os.replace(target, path)
     return Compacted(path, before, os.path.getsize(path))
 
 
-#: Rows of a table of token arrays one statement of `compact` reads: 2,048 a statement (a
-#: row group) peaked at 3.9 GB on the 10x warehouse of ~18 K-token payloads, 512 at 2.8 GB
-#: (under the whole 2 GB budget; 2.2 GB for the whole command with SCAN_SHARE of it).
-COMPACT_CHUNK_ROWS = 512
+#: Rows of a table of token arrays each row group of the compacted file holds (padded to a
+#: whole row group, as a write pads: warehouse/rowgroups.py). DuckDB reads a LIST column a
+#: vector of 2,048 rows at a time, so one payload read by its key costs what its row group's
+#: live payloads hold: 0.11-0.15 s among 2,048 payloads of ~18 K tokens, 0.005-0.007 s among
+#: an ingest batch's ~220. A statement of this many rows also bounds `compact`'s memory.
+COMPACT_CHUNK_ROWS = 256
 
 
 def _copy_rows(con, source: str, table: str, chunked: bool) -> None:
-    """A table's live rows into `_compact`, in row id order. A table of token arrays (one
-    statement over the 10x warehouse's node_payloads ran out of a 2 GB budget) goes
-    COMPACT_CHUNK_ROWS rows a statement, all in one transaction, whose rows DuckDB writes out
-    a row group at a time as they fill."""
+    """A table's live rows into `_compact` (the connection's current database), in row id
+    order. A table of token arrays goes COMPACT_CHUNK_ROWS rows a transaction, each padded to a
+    whole row group and its pads deleted after its commit, as an ingest batch is written; the
+    pads an interrupted write left in the source are not copied."""
     insert = f"INSERT INTO _compact.main.{table} SELECT * FROM {source}.main.{table}"
     if not chunked:
         con.execute(insert)
         return
+    live = f'"source_id" <> {PAD_SOURCE_ID}'
     bounds = con.execute(f'SELECT min(rowid), max(rowid) FROM (SELECT rowid, (row_number() OVER (ORDER BY rowid) - 1) '
-                         f'// {COMPACT_CHUNK_ROWS} AS "chunk" FROM {source}.main.{table}) GROUP BY "chunk" ORDER BY 1').fetchall()
-    con.execute("BEGIN TRANSACTION")
+                         f'// {COMPACT_CHUNK_ROWS} AS "chunk" FROM {source}.main.{table} WHERE {live}) '
+                         'GROUP BY "chunk" ORDER BY 1').fetchall()
     for low, high in bounds:
-        con.execute(f"{insert} WHERE rowid BETWEEN {int(low)} AND {int(high)}")
-    con.execute("COMMIT")
+        con.execute("BEGIN TRANSACTION")
+        con.execute(f"{insert} WHERE rowid BETWEEN {int(low)} AND {int(high)} AND {live}")
+        padded = pad(con)
+        con.execute("COMMIT")
+        if padded:
+            drop_pads(con)
 
 
 def compact_lake(url: str) -> Merged:

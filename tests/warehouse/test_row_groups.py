@@ -202,7 +202,7 @@ def test_a_transaction_that_appends_no_token_arrays_pads_nothing(tmp_path):
 
 def test_ingest_pads_and_a_write_after_compact_rewrites_nothing(small_sample_root, tmp_path):
     from ingest.pipeline import ingest_roots
-    from warehouse.maintenance import compact
+    from warehouse.maintenance import COMPACT_CHUNK_ROWS, compact
     from warehouse.rowgroups import PADDED_TABLES, leftover_pads
 
     url = f"duckdb:///{tmp_path / 'w.duckdb'}"
@@ -213,10 +213,13 @@ def test_ingest_pads_and_a_write_after_compact_rewrites_nothing(small_sample_roo
         assert counts["node_payloads"] > 0
         assert leftover_pads(con) == {}
         assert _held(con, "node_payloads") % ROW_GROUP_SIZE == 0  # each batch its own row groups
-    compact(url)  # the copy holds no deleted row: its last row group is partly filled
+    compact(url)  # the copy is padded as a write is: COMPACT_CHUNK_ROWS payloads a row group at most
     with connect(url) as con:
         assert {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in PADDED_TABLES} == counts
-        assert _held(con, "node_payloads") % ROW_GROUP_SIZE != 0
+        assert _held(con, "node_payloads") % ROW_GROUP_SIZE == 0 and leftover_pads(con) == {}
+        live = con.execute(f'SELECT max(n) FROM (SELECT count(*) AS n FROM "node_payloads" '
+                           f'GROUP BY rowid // {ROW_GROUP_SIZE})').fetchone()[0]
+        assert live == min(counts["node_payloads"], COMPACT_CHUNK_ROWS)
         before = _row_group_blocks(con, "node_payloads")
         _append(con, 10_000, 2)
         con.execute("CHECKPOINT")
