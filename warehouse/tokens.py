@@ -238,7 +238,6 @@ def find_token(con, token_id: int, run_id: str | None = None, progress=None):
     return Result(columns, rows, types)
 
 
-
 def narrowed_view(keys: list[tuple[int, int]], row_ids: tuple[int, int] | None = None) -> str:
     """`node_tokens`' SELECT over the payloads of the nodes `keys` (source_id, line_no) only,
     those of the payload row ids `row_ids` (first, last) where given."""
