@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
-from warehouse.rowgroups import PAD_SOURCE_ID, PADDED_TABLES, ROW_GROUP_SIZE, drop_pads, pad
+from warehouse.rowgroups import PAD_SOURCE_ID, PADDED_TABLES, ROW_GROUP_SIZE
 
 DEFAULT_OLDER_THAN_S = 3600.0
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -162,13 +162,11 @@ def _copy_rows(con, source: str, table: str, chunked: bool) -> None:
     bounds = con.execute(f'SELECT min(rowid), max(rowid) FROM (SELECT rowid, (row_number() OVER (ORDER BY rowid) - 1) '
                          f'// {COMPACT_CHUNK_ROWS} AS "chunk" FROM {source}.main.{table} WHERE {live}) '
                          'GROUP BY "chunk" ORDER BY 1').fetchall()
+    from warehouse.db import transaction  # pads before its COMMIT, drops the pads after it
+
     for low, high in bounds:
-        con.execute("BEGIN TRANSACTION")
-        con.execute(f"{insert} WHERE rowid BETWEEN {int(low)} AND {int(high)} AND {live}")
-        padded = pad(con)
-        con.execute("COMMIT")
-        if padded:
-            drop_pads(con)
+        transaction(con, lambda low=low, high=high: con.execute(
+            f"{insert} WHERE rowid BETWEEN {int(low)} AND {int(high)} AND {live}"))
 
 
 def compact_lake(url: str) -> Merged:
