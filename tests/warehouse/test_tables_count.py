@@ -44,3 +44,63 @@ def test_node_tokens_counted_from_lengths_equals_its_rows(tmp_path):
                     "JOIN node_payloads AS p USING (source_id, line_no) WHERE len(p.response_token_ids) > 1")
         trained = con.execute('SELECT count(*) FROM "logprob_mismatch"').fetchone()[0]
     assert trained > 0 and {name: n for name, _, n in list_tables(url).rows}["logprob_mismatch"] == trained
+
+
+def test_metric_views_counted_as_their_keys_equal_their_rows(tmp_path, small_sample_root):
+    """run_metrics, round_metrics, task_round_metrics, decision_rule and round_task_means are
+    counted from their sql/ files' `keys` CTEs, not computed: the same numbers as their rows
+    where keys come from one table only (a run with only a manifest, a round with only its
+    directory, a task-round with only a summary, nodes with no summary, a run with only timing
+    rows), over resumed runs and their lineage, and on an ingested sample root."""
+    from click.testing import CliRunner
+
+    from tests.sql.conftest import Rows
+    from warehouse.cli import main
+    from warehouse.query import COUNTED_AS_KEYS
+
+    url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    init_db(url)
+    small_warehouse(url)
+    r = Rows(url)
+    r._next_source = iter(range(1000, 2000))  # past small_warehouse's sources
+    r.run("run_manifest_only", arm="hr_b")
+    r.run("run_resumed_twice", arm="hr_b", resumed_from="run_b", resumed_step=2)
+    r.insert("rounds", run_id="run_a", round=3)
+    r.insert("rounds", run_id="run_rounds_only", round=1)
+    r.task_round("run_b", 3, "cactus", node_file=False)
+    r.node("run_b", 4, "dogs", "no-summary-1", status="ok", reward=0.5)
+    r.node("run_b", 4, "dogs", "no-summary-2", status="crashed", reward=-0.5)
+    r.node("run_nodes_only", 1, "cactus", "orphan", status="ok", reward=0.2)
+    r.node("run_resumed_twice", 3, "dogs", "late", status="ok", reward=0.9)
+    r.step("run_timing_only", 1, 10.0, line_no=1)
+    r.con.close()
+
+    def assert_counts_equal_rows(db_url: str) -> dict:
+        listed = {name: n for name, _, n in list_tables(db_url).rows}
+        with connect(db_url, read_only=True) as con:
+            for view in COUNTED_AS_KEYS:
+                assert listed[view] == con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0], view
+                assert view in COUNTED_FROM_TABLES
+        return listed
+
+    listed = assert_counts_equal_rows(url)
+    assert listed["run_metrics"] == 6 and listed["round_metrics"] > 6 and listed["round_task_means"] > 3
+
+    sample = f"duckdb:///{tmp_path / 'sample.duckdb'}"
+    runner = CliRunner()
+    assert runner.invoke(main, ["--db", sample, "init"]).exit_code == 0
+    assert runner.invoke(main, ["--db", sample, "ingest", str(small_sample_root)]).exit_code in (0, 2)
+    assert assert_counts_equal_rows(sample)["task_round_metrics"] > 0
+
+
+def test_keys_cte_is_the_views_own_union():
+    """keys_cte reads the `keys` CTE out of the view's file (the grain said once, in sql/), its
+    parentheses matched, and names the file when the view has none."""
+    import pytest
+
+    from warehouse.query import keys_cte
+
+    body = keys_cte("task_round_metrics")
+    assert body.startswith('SELECT "run_id", "round", "task" FROM "task_rounds"') and body.endswith('FROM "nodes"')
+    with pytest.raises(ValueError, match=r"sql/node_tokens\.sql has no `keys AS \(`"):
+        keys_cte("node_tokens")
