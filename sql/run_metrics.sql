@@ -73,12 +73,25 @@ first_round AS (
 ),
 health_gate AS (
     -- every task of the first round has >= 1 ok node, and every ok node there has a reward in
-    -- [0, 1]: the first round's rows of task_round_metrics, which count both
-    SELECT f."run_id",
-           bool_and(m."valid" >= 1) AND bool_and(m."valid_rewards_out_of_range" = 0) AS "health_gate_step1"
-    FROM first_round AS f
-    JOIN "task_round_metrics" AS m ON m."run_id" = f."run_id" AND m."round" = f."first_round"
-    GROUP BY f."run_id"
+    -- [0, 1]: task_round_metrics' valid and valid_rewards_out_of_range, counted as it counts
+    -- them, over the first round's nodes only (joined to the whole view, every task-round's
+    -- metrics were computed first: this view took 0.27-0.47 s so, 0.21 s this way, on a
+    -- warehouse of 35 runs and 146 K nodes)
+    SELECT k."run_id",
+           bool_and(coalesce(s."valid", 0) >= 1)
+             AND bool_and(coalesce(s."valid_rewards_out_of_range", 0) = 0) AS "health_gate_step1"
+    FROM task_round_keys AS k
+    JOIN first_round AS f ON f."run_id" = k."run_id" AND f."first_round" = k."round"
+    LEFT JOIN (
+        SELECT n."run_id" AS "s_run_id", n."task" AS "s_task",
+               count(*) FILTER (WHERE n."status" = 'ok') AS "valid",
+               count(*) FILTER (WHERE n."status" = 'ok' AND NOT coalesce(n."reward" BETWEEN 0 AND 1, FALSE))
+                 AS "valid_rewards_out_of_range"
+        FROM "nodes" AS n
+        JOIN first_round AS f ON f."run_id" = n."run_id" AND f."first_round" = n."round"
+        GROUP BY n."run_id", n."task"
+    ) AS s ON s."s_run_id" = k."run_id" AND s."s_task" = k."task"
+    GROUP BY k."run_id"
 ),
 round_means AS (
     -- one row per run round: the mean over the round's tasks (tasks with no value left out) of

@@ -88,9 +88,26 @@ def test_health_gate_fails_on_a_task_without_an_ok_node_or_a_bad_reward(rows):
     rows.run("g3", arm="hr_b")
     rows.node("g3", 4, "a", "x", status="ok", reward=1.0)
     rows.node("g3", 5, "a", "y", status="crashed", reward=-0.5)
+    rows.run("g4", arm="hr_b")  # an ok node without a reward fails it
+    rows.node("g4", 1, "a", "x", status="ok", reward=None)
+    rows.node("g4", 1, "b", "y", status="ok", reward=0.5)
+    rows.run("g5", arm="hr_b")  # only the first round counts: round 2's bad reward and empty task do not
+    rows.node("g5", 1, "a", "x", status="ok", reward=0.0)
+    rows.node("g5", 1, "a", "y", status="crashed", reward=-0.5)
+    rows.node("g5", 2, "a", "z", status="ok", reward=2.0)
+    rows.task_round("g5", 2, "b", summary=False)
+    rows.run("g6", arm="hr_b")  # the first round is a task-round with no record: no ok node there
+    rows.task_round("g6", 1, "a", summary=True)
+    rows.node("g6", 2, "a", "x", status="ok", reward=0.5)
+    rows.run("g7", arm="hr_b")  # no task-round at all
     gate = {r["run_id"]: r["health_gate_step1"]
             for r in rows.query('SELECT "run_id", "health_gate_step1" FROM "run_metrics"')}
-    assert gate == {"g1": False, "g2": False, "g3": True}
+    assert gate == {"g1": False, "g2": False, "g3": True, "g4": False, "g5": True, "g6": False, "g7": None}
+    by_task_rounds = {r["run_id"]: r["gate"] for r in rows.query(
+        'SELECT f."run_id", bool_and(m."valid" >= 1) AND bool_and(m."valid_rewards_out_of_range" = 0) AS "gate" '
+        'FROM "run_metrics" AS f JOIN "task_round_metrics" AS m '
+        'ON m."run_id" = f."run_id" AND m."round" = f."first_round" GROUP BY f."run_id"')}
+    assert by_task_rounds == {k: v for k, v in gate.items() if v is not None}  # as task_round_metrics counts
 
 
 def test_run_status_counts(lineage):

@@ -217,7 +217,7 @@ def tokens(record: dict, run: dict, spans: int = 10, shade_by: str = "sampler",
         items.append({"position": i, "token_id": token_id, "logprob": lp, "prob": prob, "trainer_logprob": tlp,
                       "mismatch": mismatch, "text": texts[i] if texts else f"⟨{token_id}⟩"})
     shade_by = shade_by if shade_by in SHADES else "sampler"
-    for t in items:
+    for t in items[:shown]:  # only the drawn tokens get a colour (0.03 s for 21 K tokens)
         t["shade"] = token_shade(t, shade_by, advantage)
     finite = [t["logprob"] for t in items if t["prob"] is not None]
     errors = [t["mismatch"] for t in items if t["mismatch"] is not None]
