@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from warehouse.errors import TerminalError
-from warehouse.rowgroups import PAD_SOURCE_ID, PADDED_TABLES, ROW_GROUP_SIZE
+from warehouse.rowgroups import PADDED_TABLES, PADS, ROW_GROUP_SIZE
 
 DEFAULT_OLDER_THAN_S = 3600.0
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -158,7 +158,7 @@ def _copy_rows(con, source: str, table: str, chunked: bool) -> None:
     if not chunked:
         con.execute(insert)
         return
-    live = f'"source_id" <> {PAD_SOURCE_ID}'
+    live = f"NOT ({PADS})"
     bounds = con.execute(f'SELECT min(rowid), max(rowid) FROM (SELECT rowid, (row_number() OVER (ORDER BY rowid) - 1) '
                          f'// {COMPACT_CHUNK_ROWS} AS "chunk" FROM {source}.main.{table} WHERE {live}) '
                          'GROUP BY "chunk" ORDER BY 1').fetchall()

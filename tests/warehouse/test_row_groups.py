@@ -226,3 +226,35 @@ def test_ingest_pads_and_a_write_after_compact_rewrites_nothing(small_sample_roo
         after = _row_group_blocks(con, "node_payloads")
         assert all(after[group] == before[group] for group in before)
         assert leftover_pads(con) == {}
+
+
+def test_pads_keep_each_row_groups_source_range_its_own(tmp_path):
+    """A pad row carries a source id its transaction wrote (and a negative line number), so
+    each row group's source id range, which a read by (source_id, line_no) skips row groups
+    by, is that of the records in it: a read of one source skips every other write's row
+    groups. Pads an interrupted write left under the same source id go with the next write."""
+    import re
+
+    from warehouse import rowgroups
+    from warehouse.db import transaction
+
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    upgrade(url)
+    with connect(url) as con:
+        for src in (5, 7, 9):
+            _append(con, src, 300)
+        con.execute("BEGIN TRANSACTION")  # killed between its COMMIT and the pads' deletion
+        con.execute(INSERT + "SELECT 11, i, [1], [-0.5] FROM range(1, 4) AS t(i)")
+        assert rowgroups.pad(con)
+        con.execute("COMMIT")
+        assert rowgroups.leftover_pads(con) == {"node_payloads": ROW_GROUP_SIZE - 3}
+        transaction(con, lambda: con.execute(INSERT + "SELECT 11, i, [2], [-0.5] FROM range(4, 9) AS t(i)"))
+        assert rowgroups.leftover_pads(con) == {}
+        con.execute("CHECKPOINT")
+        ranges = [tuple(int(v) for v in re.findall(r"(?:Min|Max): (-?\d+)", stats))
+                  for (stats,) in con.execute("SELECT stats FROM pragma_storage_info('node_payloads') WHERE "
+                                              "column_name = 'source_id' AND segment_type = 'INTEGER' "
+                                              "ORDER BY row_group_id").fetchall()]
+        assert ranges == [(5, 5), (7, 7), (9, 9), (11, 11), (11, 11)]
+        assert con.execute("SELECT source_id, count(*) FROM node_payloads GROUP BY 1 ORDER BY 1").fetchall() == [
+            (5, 300), (7, 300), (9, 300), (11, 8)]
