@@ -1,13 +1,15 @@
 """Scale benchmark: what adding a run costs as the warehouse grows (issue 40).
 
-    python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--scale 1,10] [--work DIR]
+    python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--lengths 300-24576] [--scale 1,10] [--work DIR]
                                      [--layouts 2048,122880,ducklake] [--export] [--pages]
                                      [--keep] [--json PATH]
     python benchmarks/scale_bench.py --measure WAREHOUSE.duckdb --base BASE --work DIR [--pages] [--export]
     python benchmarks/scale_bench.py --grow WAREHOUSE.duckdb --base BASE --work DIR --copies 11-30
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
-node files of about `--file-mb` MB, 16 nodes each), copied (hard links) under distinct run ids.
+node files of about `--file-mb` MB, 16 nodes each, one response length a file; with `--lengths
+SHORTEST-CAP` each response's own, from a few hundred tokens to the cap), copied (hard links)
+under distinct run ids.
 For each layout (the row-group size a writer attaches the file with: 2048 is this version's,
 122880 DuckDB's default, the layout before it; or `ducklake`, a DuckLake with a SQLite catalog
 and its Parquet files in the work folder) a fresh warehouse takes copy after copy;
@@ -388,6 +390,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=30.0, help="the root's size (1x)")
     parser.add_argument("--file-mb", type=float, default=1.0, help="about how large a node file is")
+    parser.add_argument("--lengths", default=None, metavar="SHORTEST-CAP",
+                        help="each response's own length, log-uniform from SHORTEST to CAP tokens, one in ten "
+                             "at CAP (e.g. 300-24576); default: one length per node file, from --file-mb")
     parser.add_argument("--scale", default="1,10", help="scales to measure, in copies of the root")
     parser.add_argument("--layouts", default="2048,122880",
                         help="row-group sizes of a DuckDB file, or ducklake (SQLite catalog); the first is "
@@ -436,10 +441,12 @@ def main() -> None:
 
     base = work / "base"
     shutil.rmtree(base, ignore_errors=True)
-    write_bench_root(base, target_mb=args.size_mb, file_mb=args.file_mb)
+    lengths = tuple(int(n) for n in args.lengths.split("-")) if args.lengths else None
+    write_bench_root(base, target_mb=args.size_mb, file_mb=args.file_mb, lengths=lengths)
     size = sum(p.stat().st_size for p in base.rglob("*.jsonl")) / 1e6
     nodes = sum(1 for p in base.rglob("*.jsonl") for _ in p.open("rb"))
-    print(f"root: {size:.1f} MB of node JSONL, {nodes} nodes; scales {scales}; work {work}", flush=True)
+    mix = f", response lengths {lengths[0]}-{lengths[1]} (log-uniform, 1 in 10 at the cap)" if lengths else ""
+    print(f"root: {size:.1f} MB of node JSONL, {nodes} nodes{mix}; scales {scales}; work {work}", flush=True)
     results = {}
     for layout in args.layouts.split(","):
         results[layout] = {}

@@ -517,13 +517,15 @@ def _transcript_text(task: str, rnd: int, records: list[dict]) -> str:
 # --- the benchmark root ----------------------------------------------------------------------
 
 def write_bench_root(out_dir: str | os.PathLike, target_mb: float = 500, seed: int = 0,
-                     file_mb: float | None = None) -> Path:
+                     file_mb: float | None = None, lengths: tuple[int, int] | None = None) -> Path:
     """Write a large 000-style root of 2-12 MB node files (or of about `file_mb` MB each,
-    +/- 20%), about `target_mb` MB in all."""
+    +/- 20%), about `target_mb` MB in all. Every node of a file has the same response length,
+    unless `lengths` = (SHORTEST, CAP): then each node's is its own, log-uniform from SHORTEST
+    to CAP with one in ten exactly at CAP (clipped), and the runs' response cap is CAP."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    writer = _BenchWriter(out, rng, file_mb)
+    writer = _BenchWriter(out, rng, file_mb, lengths)
     written, rnd = 0, 1
     while written < target_mb * 1e6:
         written += writer.write_round(rnd)
@@ -538,18 +540,31 @@ class _BenchWriter:
     # (a token id and a logprob, ~15.6 bytes of JSON, 16 times)
     TEXT_BYTES, BYTES_PER_NODE_TOKEN = 20_000, 250
 
-    def __init__(self, root: Path, rng: random.Random, file_mb: float | None = None):
-        self.root, self.rng = root, rng
+    CLIPPED_SHARE = 0.1  # with `lengths`: the share of responses exactly at the cap
+
+    def __init__(self, root: Path, rng: random.Random, file_mb: float | None = None,
+                 lengths: tuple[int, int] | None = None):
+        self.root, self.rng, self.lengths = root, rng, lengths
         tokens = int((file_mb * 1e6 - self.TEXT_BYTES) / self.BYTES_PER_NODE_TOKEN) if file_mb else None
         self.tokens = (int(tokens * 0.8), int(tokens * 1.2)) if tokens else (8_000, 50_000)
+        if lengths is not None and not 0 < lengths[0] <= lengths[1] <= 100_000:
+            raise ValueError(f"lengths {lengths}: want 0 < SHORTEST <= CAP <= 100,000 tokens")
         self.ids = [rng.randrange(151_000) for _ in range(200_000)]
         self.logprobs = [round(-rng.expovariate(3.0), 3) for _ in range(200_000)]
         self.small = _RootWriter(root, rng, (30, 60))
         self.spec = RunSpec("20260801_000000_bench", "000", "C", TASKS_000, (1,),
-                            timing_steps=None, response_cap=24576)
+                            timing_steps=None, response_cap=lengths[1] if lengths else 24576)
         (root / self.spec.run_id).mkdir(exist_ok=True)
         for task in TASKS_000:
             self.small.pool[(self.spec.run_id, task)] = []
+
+    def _length(self, per_file: int) -> int:
+        if self.lengths is None:
+            return per_file
+        shortest, cap = self.lengths
+        if self.rng.random() < self.CLIPPED_SHARE:
+            return cap
+        return min(cap, int(shortest * (cap / shortest) ** self.rng.random()))
 
     def write_round(self, rnd: int) -> int:
         spec, total = self.spec, 0
@@ -558,9 +573,10 @@ class _BenchWriter:
             records = self.small.round_records(spec, rnd, task)
             self.small.pool[(spec.run_id, task)] = self.small.pool[(spec.run_id, task)][-48:]
             for rec in records:
-                start = self.rng.randrange(200_000 - per_node)
-                rec["response_token_ids"] = self.ids[start:start + per_node]
-                rec["response_logprobs"] = self.logprobs[start:start + per_node]
+                length = self._length(per_node)
+                start = self.rng.randrange(200_000 - length)
+                rec["response_token_ids"] = self.ids[start:start + length]
+                rec["response_logprobs"] = self.logprobs[start:start + length]
                 if rec["status"] == vocab.NO_CODE:
                     rec["status"], rec["exc_type"] = vocab.CRASHED, "SyntaxError"
                     rec["code"] = _code(task, rec["id"], 1)

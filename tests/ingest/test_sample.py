@@ -168,3 +168,29 @@ def test_sample_has_groups_with_and_without_spread_and_ties(sample_root):
         oriented = [r["oriented"] for r in recs if r["status"] == "ok"]
         ties += len(oriented) != len(set(oriented))
     assert spreads[True] > 0 and spreads[False] > 0 and ties > 0
+
+
+def test_bench_root_with_a_length_mix_gives_each_response_its_own_length(tmp_path):
+    """write_bench_root(lengths=(SHORTEST, CAP)): every response from SHORTEST to CAP tokens,
+    its ids and logprobs of one length, a tenth or so exactly at CAP, the rest spread over the
+    range (log-uniform: about as many under sqrt(SHORTEST * CAP) as over); the same seed, the
+    same root. Without it a file's nodes share one length."""
+    from ingest.sample import write_bench_root
+
+    def lengths(root) -> list[list[int]]:
+        files = []
+        for path in sorted(root.rglob("*__*.jsonl")):
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            assert all(len(r["response_token_ids"]) == len(r["response_logprobs"]) for r in records)
+            files.append([len(r["response_token_ids"]) for r in records])
+        return files
+
+    mixed = lengths(write_bench_root(tmp_path / "a", target_mb=8, lengths=(300, 4096)))
+    every = [n for f in mixed for n in f]
+    assert len(every) > 200 and min(every) >= 300 and max(every) == 4096
+    assert 0.05 < every.count(4096) / len(every) < 0.2
+    below = sum(n < (300 * 4096) ** 0.5 for n in every) / len(every)
+    assert 0.35 < below < 0.55 and min(every) < 400
+    assert lengths(write_bench_root(tmp_path / "b", target_mb=8, lengths=(300, 4096))) == mixed
+    fixed = lengths(write_bench_root(tmp_path / "c", target_mb=8, file_mb=0.5))
+    assert all(len(set(f)) == 1 for f in fixed)
