@@ -203,3 +203,44 @@ def test_a_run_id_and_a_vertical_value_are_text(tmp_path):
 def test_an_error_prints_its_control_characters_escaped(db):
     result = _sql(db, "SELECT * FROM \"no\x1b[2Jtable\"")
     assert result.exit_code != 0 and "\x1b" not in result.output and "\\x1b[2J" in result.output, result.output
+
+
+def test_long_tables_print_the_same_lines_past_rich(monkeypatch):
+    """Past PLAIN_ROWS_AFTER rows a table's body is written as plain lines, not laid out by
+    rich: the same text, character for character, as rich prints it, for random tables of
+    text, integers, floats and NULLs, cut, banded or with left-out columns (the "…" column),
+    one table per run, at several widths; a non-ASCII cell leaves every row to rich."""
+    import random
+
+    import warehouse.terminal as terminal
+    from warehouse.query import Result
+
+    rng = random.Random(7)
+    word = lambda: "".join(rng.choice("abcdefghij_-.0123456789 ") for _ in range(rng.randint(0, 40)))  # noqa: E731
+    names = ("run_id", "a", "groups_with_signal_rate", "node_id", "x_y_z_w", "detail")
+    checked = 0
+    for _ in range(40):
+        types = [rng.choice(["VARCHAR", "INTEGER", "DOUBLE"]) for _ in range(rng.randint(1, 9))]
+        columns = [rng.choice(names) + str(i) for i in range(len(types))]
+        if rng.random() < 0.3:
+            columns[0] = "run_id"  # a table per run
+        values = {"VARCHAR": word, "INTEGER": lambda: rng.randint(-10**6, 10**9),
+                  "DOUBLE": lambda: rng.random() * 10 ** rng.randint(-3, 6)}
+        rows = [tuple(None if rng.random() < 0.1 else values[t]() for t in types)
+                for _ in range(rng.randint(terminal.PLAIN_ROWS_AFTER + 1, 180))]
+        if columns[0] == "run_id":
+            rows = [(rng.choice(["r1", "r2"]), *row[1:]) for row in rows]
+        result, width = Result(columns, rows, types), rng.choice([40, 80, 200])
+        texts = {}
+        for plain_after in (terminal.PLAIN_ROWS_AFTER, 10**9):
+            monkeypatch.setattr(terminal, "PLAIN_ROWS_AFTER", plain_after)
+            texts[plain_after] = (terminal.table_text(result, width),
+                                  terminal.render_for_terminal(result, width, banded=False))
+        monkeypatch.undo()
+        assert texts[terminal.PLAIN_ROWS_AFTER] == texts[10**9], (columns, width)
+        checked += "…" in texts[10**9][1]
+    assert checked > 5  # tables with left-out columns among them
+    wide = Result(["name", "n"], [("ü" * 5, 1)] * 150 + [("日本語", 2)], ["VARCHAR", "INTEGER"])
+    printed = terminal.table_text(wide, 80)
+    monkeypatch.setattr(terminal, "PLAIN_ROWS_AFTER", 10**9)
+    assert printed == terminal.table_text(wide, 80)
