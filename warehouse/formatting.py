@@ -85,8 +85,8 @@ _FORMAT_CONTROLS = {0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206
 def visible(text: str, keep: str = "") -> str:
     """``text`` with every control character written as its escape (``\\x1b``, ``\\n``, ...),
     but those in ``keep``: a value printed to a terminal is read, never obeyed."""
-    if text.isprintable() and not any(ord(c) in _FORMAT_CONTROLS for c in text):
-        return text
+    if text.isprintable() and (text.isascii() or not any(ord(c) in _FORMAT_CONTROLS for c in text)):
+        return text  # printable ASCII holds no format control: no character looked at one by one
     out = []
     for c in text:
         code = ord(c)

@@ -139,9 +139,10 @@ def table_text(result: Result, width: int | None = None) -> str:
     cannot fit side by side are printed in bands, each led by the first column, so every
     selected column is shown."""
     console = _console(width or terminal_width())
-    shown, _ = _layout(_columns(result), console.width)
+    columns = _columns(result)
+    shown, _ = _layout(columns, console.width)
     if len(shown) == len(result.columns):
-        _print_fitted(console, result, None)
+        _print_fitted(console, result, None, columns)
         console.print(footer(result, 0, "--format csv"), markup=False)
         return _text(console)
     bands = _print_banded(console, result, None)
@@ -346,12 +347,12 @@ def _print_banded(console, result: Result, title: str | None) -> int:
 PLAIN_ROWS_AFTER = 100
 
 
-def _print_fitted(console, result: Result, title: str | None) -> int:
+def _print_fitted(console, result: Result, title: str | None, columns: list[_Column] | None = None) -> int:
     """Print `result` as a table no wider than the console; returns how many columns were left out.
     rich lays out the title, the header and the first PLAIN_ROWS_AFTER rows; the rest are
     written as the same lines by `_plain_line` when every cell is printable ASCII (one
     character a cell), else rich lays out every row."""
-    columns = _columns(result)
+    columns = columns if columns is not None else _columns(result)
     shown, widths = _layout(columns, console.width)
     rows = len(columns[0].cells) if columns else 0
     plain = rows > PLAIN_ROWS_AFTER and all(
