@@ -88,7 +88,7 @@ COUNTED_FROM_TABLES = {
 # distinct COLUMNS of the `keys` CTE of sql/SOURCE.sql, read from that file, so the grain is
 # said once, in the view. decision_rule's task_round_means is task_round_metrics' keys with a
 # mean each; round_task_means groups task_round_metrics by run round. Computing them to count
-# them took 0.06-0.38 s each on a file of 35 runs and 146 K nodes, 0.9 s of `warehouse tables`.
+# them took 0.06-0.38 s each on a file of 35 runs and 146 K nodes, 0.8 s of `warehouse tables`.
 COUNTED_AS_KEYS = {
     "run_metrics": ("run_metrics", "*"),
     "round_metrics": ("round_metrics", "*"),
