@@ -2,6 +2,7 @@
 (warehouse.terminal renders one as a table, CSV or JSON)."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -98,8 +99,9 @@ COUNTED_AS_KEYS = {
 }
 
 
+@functools.cache
 def keys_cte(view: str) -> str:
-    """The body of the `keys AS (...)` CTE of sql/VIEW.sql (the view's key union)."""
+    """The body of the `keys AS (...)` CTE of sql/VIEW.sql (the view's key union); each file read once."""
     from importlib import resources
 
     text = (resources.files("sql") / f"{view}.sql").read_text()

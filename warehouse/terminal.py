@@ -350,50 +350,48 @@ PLAIN_ROWS_AFTER = 100
 def _print_fitted(console, result: Result, title: str | None, columns: list[_Column] | None = None) -> int:
     """Print `result` as a table no wider than the console; returns how many columns were left out.
     rich lays out the title, the header and the first PLAIN_ROWS_AFTER rows; the rest are
-    written as the same lines by `_plain_line` when every cell is printable ASCII (one
-    character a cell), else rich lays out every row."""
+    written as the same lines directly when every cell is printable ASCII (one character a
+    cell), else rich lays out every row."""
     columns = columns if columns is not None else _columns(result)
     shown, widths = _layout(columns, console.width)
     rows = len(columns[0].cells) if columns else 0
     plain = rows > PLAIN_ROWS_AFTER and all(
         cell.isascii() and cell.isprintable() for i in shown for cell in columns[i].cells[PLAIN_ROWS_AFTER:])
-    console.print(_table(columns, shown, widths, title, PLAIN_ROWS_AFTER if plain else rows))
+    gap_at = next((k for k, i in enumerate(shown) if i != k), None)  # where the left-out columns were
+    console.print(_table(columns, shown, widths, title, gap_at, PLAIN_ROWS_AFTER if plain else rows))
     if plain:
-        console.file.write("".join(_plain_line(columns, shown, widths, r) + "\n" for r in range(PLAIN_ROWS_AFTER, rows)))
+        justify = [str.rjust if columns[i].numeric else str.ljust for i in shown]
+        spans = widths if gap_at is None else [*widths[:gap_at], 1, *widths[gap_at:]]
+        if gap_at is not None:
+            justify.insert(gap_at, str.ljust)
+        console.file.write("".join(
+            "  ".join(j(cell, w) for j, cell, w in zip(justify, _row_cells(columns, shown, widths, gap_at, r), spans)).rstrip()
+            + "\n" for r in range(PLAIN_ROWS_AFTER, rows)))  # as rich prints them: blank divider, padding space
     return len(columns) - len(shown)
 
 
-def _plain_line(columns: list[_Column], shown: list[int], widths: list[int], r: int) -> str:
-    """Row `r` as `_table`'s rich table prints it: each cell cut as there and justified in
-    its column's width, the columns apart by a blank divider and a padding space, a "…"
-    column where left-out columns were; trailing blanks dropped (as `_text` drops them)."""
-    gap_at = next((k for k, i in enumerate(shown) if i != k), None)
-    cells = []
-    for k, (i, w) in enumerate(zip(shown, widths)):
-        if k == gap_at:
-            cells.append("…")
-        cell = cut_middle(columns[i].cells[r], w)
-        cells.append(cell.rjust(w) if columns[i].numeric else cell.ljust(w))
-    return "  ".join(cells).rstrip()
+def _row_cells(columns: list[_Column], shown: list[int], widths: list[int], gap_at: int | None, r: int) -> list[str]:
+    """Row `r`'s shown cells cut to their widths, with "…" where the left-out columns were."""
+    cells = [cut_middle(columns[i].cells[r], w) for i, w in zip(shown, widths)]
+    return cells if gap_at is None else [*cells[:gap_at], "…", *cells[gap_at:]]
 
 
-def _table(columns: list[_Column], shown: list[int], widths: list[int], title: str | None, rows: int | None = None):
+def _table(columns: list[_Column], shown: list[int], widths: list[int], title: str | None, gap_at: int | None,
+           rows: int):
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=Text(visible(title)) if title is not None else None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, header_style="bold", padding=(0, 0, 0, 1))
-    gap_at = next((k for k, i in enumerate(shown) if i != k), None)  # where the left-out columns were
     for k, (i, w) in enumerate(zip(shown, widths)):
         if k == gap_at:
             table.add_column("…", width=1, no_wrap=True)
         column = columns[i]
         table.add_column(Text(header(column.name, w)), width=w, no_wrap=True, overflow="ellipsis",
                          justify="right" if column.numeric else "left")
-    for r in range(rows if rows is not None else len(columns[0].cells) if columns else 0):
-        cells = [cut_middle(columns[i].cells[r], w) for i, w in zip(shown, widths)]
-        table.add_row(*map(Text, cells if gap_at is None else [*cells[:gap_at], "…", *cells[gap_at:]]))
+    for r in range(rows):
+        table.add_row(*map(Text, _row_cells(columns, shown, widths, gap_at, r)))
     return table
 
 
