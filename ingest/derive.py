@@ -96,9 +96,29 @@ def mark_node_files(con, task_rounds: list[tuple[str, int, str, int]]) -> None:
 
 
 def upsert_round(con, run_id: str, round: int, source_path: str | None) -> None:
-    con.execute("INSERT INTO rounds (run_id, round, source_path) SELECT ?, ?, ? WHERE NOT EXISTS "
-                "(SELECT 1 FROM rounds WHERE run_id = ? AND round = ?)",
-                [run_id, round, source_path, run_id, round])
+    upsert_rounds(con, [(run_id, round, source_path)])
+
+
+#: rounds one statement of `upsert_rounds` inserts at most (its VALUES list)
+ROUNDS_PER_STATEMENT = 1000
+
+
+def upsert_rounds(con, rounds: list[tuple[str, int, str | None]]) -> None:
+    """The `rounds` rows of these (run, round, source path)s that are not there yet, one
+    statement for them all (a statement per file read the rounds table again each time: on
+    DuckLake, its catalog too). A round listed twice keeps its first path, as an upsert per
+    file in that order would."""
+    first: dict[tuple[str, int], str | None] = {}
+    for run_id, rnd, path in rounds:
+        first.setdefault((run_id, rnd), path)
+    items = list(first.items())
+    for start in range(0, len(items), ROUNDS_PER_STATEMENT):
+        chunk = items[start:start + ROUNDS_PER_STATEMENT]
+        marks = ", ".join("(CAST(? AS VARCHAR), CAST(? AS INTEGER), CAST(? AS VARCHAR))" for _ in chunk)
+        con.execute(f"INSERT INTO rounds (run_id, round, source_path) SELECT v.run_id, v.round, v.source_path "
+                    f"FROM (VALUES {marks}) AS v(run_id, round, source_path) WHERE NOT EXISTS "
+                    "(SELECT 1 FROM rounds AS r WHERE r.run_id = v.run_id AND r.round = v.round)",
+                    [v for (run_id, rnd), path in chunk for v in (run_id, rnd, path)])
 
 
 RUN_COLUMNS = ("run_id", "question_id", "arm", "kind", "wandb_run", "resumed_from_run",

@@ -107,7 +107,7 @@ def land_nodes(con, source: Source, key: int, staged: Staged, round_path: str | 
     insert_nodes(con, {key: source})
     derive.refresh_sibling_groups(con, [(source.run_id, source.round, source.task)])
     derive.mark_node_files(con, [(source.run_id, source.round, source.task, source.source_id)])
-    derive_nodes(con, source, key, staged, round_path)
+    derive_nodes(con, {key: source}, staged, {key: round_path})
 
 
 def insert_nodes(con, sources: dict[int, Source]) -> None:
@@ -154,12 +154,14 @@ TRAIN_TOKEN_SUMS = (f"list_count({_DELTAS}), list_sum(list_transform({_DELTAS}, 
                     f"list_count(list_filter({_DELTAS}, d -> d > 1)), list_sum({_K3})")
 
 
-def derive_nodes(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:
-    """What a node source implies beyond its sibling groups and task-round (set for many
-    sources at once by `derive.refresh_sibling_groups` and `derive.mark_node_files`): its
-    round and its errors."""
-    derive.upsert_round(con, source.run_id, source.round, round_path)
-    record_errors(con, source, staged.reasons(key))
+def derive_nodes(con, sources: dict[int, Source], staged: Staged, round_paths: dict[int, str | None]) -> None:
+    """What node sources (batch key -> source) imply beyond their sibling groups and
+    task-rounds (`derive.refresh_sibling_groups`, `derive.mark_node_files`): their rounds, one
+    statement for them all, and each one's errors. `round_paths`: batch key -> its round's
+    directory."""
+    derive.upsert_rounds(con, [(source.run_id, source.round, round_paths[key]) for key, source in sources.items()])
+    for key, source in sources.items():
+        record_errors(con, source, staged.reasons(key))
 
 
 def land_summary(con, source: Source, key: int, staged: Staged, round_path: str | None) -> None:

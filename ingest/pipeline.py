@@ -24,7 +24,7 @@ from ingest.lines import MAX_LINE_BYTES, split_lines, whole_text
 from ingest.manifest import infer_entry, load_manifests
 from ingest.derive import upsert_task_round
 from ingest.rm_ingest import load_rm_files, rm_warnings
-from ingest.sources import (content_hash, known_sources, lookup_source_id, open_source, open_sources,
+from ingest.sources import (content_hash, known_sources, lookup_source_ids, open_source, open_sources,
                             record_errors, touch_source)
 from warehouse import rowgroups, tokens
 from warehouse.db import checkpoint_each_commit, is_ducklake_connection, is_write_conflict, transaction
@@ -174,7 +174,7 @@ def _batches(jobs: list[FileJob], batch_bytes: int):
 
 def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestReport) -> None:
     """A runs row per run directory found, plus the LOST runs the applying manifests name."""
-    from ingest.derive import upsert_round, upsert_run
+    from ingest.derive import upsert_rounds, upsert_run
 
     on_disk = {run.run_id: run for layout in layouts for run in layout.runs}
     applying = {manifests[r]["manifest"] for r in on_disk if r in manifests}
@@ -196,9 +196,8 @@ def register_runs(con, layouts: list[Layout], manifests: dict, report: IngestRep
             report.lost_runs.append(run_id)
             report.warnings.append(f"run {run_id} is LOST (per {entry['manifest']}); "
                                    "recorded with lost = true")
-    for layout in layouts:  # every round directory, even one whose files all failed
-        for run_id, rnd, path in layout.rounds:
-            upsert_round(con, run_id, rnd, path)
+    # every round directory, even one whose files all failed
+    upsert_rounds(con, [r for layout in layouts for r in layout.rounds])
     rm_runs = [run for layout in layouts for run in layout.rm_runs]
     for run in rm_runs:  # its manifest.json fills the row in; here only: it exists
         register_rm_run(con, run.run_id, run.path)
@@ -241,18 +240,32 @@ class _Walker:
         """(source id, whether the path was loaded before). The file has one writer, so ids
         are counted here; on DuckLake other writers commit meanwhile, so the id is read in
         the transaction (a path another process loaded is replaced, never duplicated)."""
+        return self.claim_all([path])[0]
+
+    def claim_all(self, paths: list[str]) -> list[tuple[int, bool]]:
+        """`claim` for each path in turn; on DuckLake with one lookup for them all (a lookup
+        per file read the sources table and the catalog again each time)."""
         if self.lake:
-            # a group's sources rows are inserted together after every claim, so max() + 1
-            # alone would give each new file of the group the same id
-            source_id, existed = lookup_source_id(self.con, path)
-            if not existed:
-                source_id = max(source_id, self.lake_floor)
+            found, next_id = lookup_source_ids(self.con, paths)
+            claimed = []
+            for path in paths:
+                if path in found:
+                    claimed.append((found[path], True))
+                    continue
+                # a group's sources rows are inserted together after every claim, so max() + 1
+                # alone would give each new file of the group the same id
+                source_id = max(next_id, self.lake_floor)
                 self.lake_floor = source_id + 1
-            return source_id, existed
-        if path in self.known:
-            return self.known[path][0], True
-        self.next_id += 1
-        return self.next_id - 1, False
+                claimed.append((source_id, False))
+            return claimed
+        claimed = []
+        for path in paths:
+            if path in self.known:
+                claimed.append((self.known[path][0], True))
+            else:
+                self.next_id += 1
+                claimed.append((self.next_id - 1, False))
+        return claimed
 
     def read(self, job: FileJob, fetched: tuple | None = None) -> tuple | None:
         """(data, hash, lines) when the file must be loaded; None when skipped or failed.
@@ -434,8 +447,9 @@ class _Walker:
     def _open(self, key: int, job: FileJob, digest: str, staged):
         return open_source(self.con, **self._source_spec(key, job, digest, staged))
 
-    def _source_spec(self, key: int, job: FileJob, digest: str, staged) -> dict:
-        source_id, existed = self.claim(job.path)
+    def _source_spec(self, key: int, job: FileJob, digest: str, staged,
+                     claimed: tuple[int, bool] | None = None) -> dict:
+        source_id, existed = claimed or self.claim(job.path)
         return dict(source_id=source_id, existed=existed, path=job.path, kind=job.kind,
                     run_id=job.run_id, round=job.round, task=job.task, size_bytes=job.size,
                     mtime_ns=job.mtime_ns, digest=digest, rows=staged.rows[key],
@@ -444,13 +458,14 @@ class _Walker:
     def _land_nodes_at_once(self, keyed: list[tuple[int, FileJob, str]], staged) -> list:
         """The node files of a group: their sources rows, then all their nodes and payloads
         in one INSERT each, then each file's derived rows."""
-        specs = [self._source_spec(key, job, digest, staged) for key, job, digest in keyed]
+        claims = self.claim_all([job.path for _, job, _ in keyed])
+        specs = [self._source_spec(key, job, digest, staged, claimed)
+                 for (key, job, digest), claimed in zip(keyed, claims)]
         sources = dict(zip((key for key, _, _ in keyed), open_sources(self.con, specs)))
         load.insert_nodes(self.con, sources)
         derive.refresh_sibling_groups(self.con, [(s.run_id, s.round, s.task) for s in sources.values()])
         derive.mark_node_files(self.con, [(s.run_id, s.round, s.task, s.source_id) for s in sources.values()])
-        for key, job, _ in keyed:
-            load.derive_nodes(self.con, sources[key], key, staged, job.round_path)
+        load.derive_nodes(self.con, sources, staged, {key: job.round_path for key, job, _ in keyed})
         return [(sources[key].source_id, staged.rows[key], len(staged.errors[key]))
                 for key, _, _ in keyed]
 

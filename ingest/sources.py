@@ -45,6 +45,13 @@ def lookup_source_id(con, path: str) -> tuple[int, bool]:
     return con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()[0], False
 
 
+def lookup_source_ids(con, paths: list[str]) -> tuple[dict[str, int], int]:
+    """({path: its id} for the known ones of `paths`, the id a new source would take)."""
+    found = dict(con.execute("SELECT path, source_id FROM sources WHERE path IN (SELECT unnest(CAST(? AS VARCHAR[])))",
+                             [list(paths)]).fetchall()) if paths else {}
+    return found, con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()[0]
+
+
 def open_source(con, *, source_id: int, existed: bool, path: str, kind: str, run_id=None,
                 round=None, task=None, size_bytes=None, mtime_ns=None, digest=None, rows=0,
                 rejected=0, error=None) -> Source:

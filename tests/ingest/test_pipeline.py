@@ -152,10 +152,11 @@ def test_a_file_that_fails_midway_is_fully_out_and_the_next_run_completes(
     real = load.derive_nodes
     order: dict = {}
 
-    def flaky(con, source, key, staged, round_path):
-        real(con, source, key, staged, round_path)  # rows are written, then the file fails
-        if order.setdefault(source.path, len(order)) == 2:  # the third file, each time it is tried
-            raise RuntimeError("disk full")
+    def flaky(con, sources, staged, round_paths):
+        real(con, sources, staged, round_paths)  # rows are written, then the file fails
+        for source in sources.values():
+            if order.setdefault(source.path, len(order)) == 2:  # the third file, each time it is tried
+                raise RuntimeError("disk full")
 
     monkeypatch.setattr(load, "derive_nodes", flaky)
     first = ingest_roots(url, [small_root])
@@ -175,8 +176,8 @@ def test_ctrl_c_rolls_back_the_open_file(small_root, tmp_path, monkeypatch):
     url = make_db(tmp_path)
     real = load.derive_nodes
 
-    def interrupted(con, source, key, staged, round_path):
-        real(con, source, key, staged, round_path)
+    def interrupted(con, sources, staged, round_paths):
+        real(con, sources, staged, round_paths)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(load, "derive_nodes", interrupted)
@@ -196,10 +197,11 @@ def test_a_failing_file_in_a_batch_lands_as_one_transaction_per_file_would(
     files = sorted(str(p) for p in small_root.glob("*/round_*/*__[0-9]*[0-9].jsonl"))
     failing = {files[0], files[len(files) // 2], files[-1]}
 
-    def broken(con, source, key, staged, round_path):
-        real(con, source, key, staged, round_path)
-        if source.path in failing:
-            raise RuntimeError(f"broken {source.path}")
+    def broken(con, sources, staged, round_paths):
+        real(con, sources, staged, round_paths)
+        for source in sources.values():
+            if source.path in failing:
+                raise RuntimeError(f"broken {source.path}")
 
     monkeypatch.setattr(load, "derive_nodes", broken)
     dumps, reports = [], []
