@@ -174,6 +174,50 @@ def test_a_token_search_on_ducklake_finds_what_it_finds_on_the_file(file_and_lak
     assert search_token(file_url, ids[0]).rows
 
 
+def test_an_ingest_into_ducklake_leaves_its_token_index_one_write_without_its_batches_files(tmp_path, monkeypatch):
+    """Each batch commits a write of the index; the ingest then merges them into
+    one, in several passes (a file each, of its token id range), and the batches' files leave the table (a file whose rows are all
+    deleted is dropped): a lookup reads one file per ingest, whatever the batches. The nodes
+    found are the file's, and a second ingest's merge leaves the first one's write as it was."""
+    import shutil
+
+    from ingest.pipeline import ingest_roots
+    from ingest.sample import write_sample_root
+    from warehouse import tokens
+    from warehouse.db import connect
+    from warehouse.migrate import init_db
+
+    monkeypatch.setattr(tokens, "ENTRIES_PER_MERGE", 3000)
+    root = write_sample_root(tmp_path / "root", payload_tokens=(20, 60))
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    first = tmp_path / "first"
+    first.mkdir()
+    shutil.move(str(runs[0]), first / runs[0].name)
+    lake_url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'catalog.sqlite'}", tmp_path / "files")
+    file_url = resolve_db_url(tmp_path / "wh.duckdb")
+    for url in (lake_url, file_url):
+        init_db(url)
+        for part in (first, root):
+            report = ingest_roots(url, [str(part)], batch_bytes=600_000)  # a write per batch of ~0.6 MB
+            assert report.files_failed == 0 and report.files_loaded > 1
+            assert not [w for w in report.warnings if "token index" in w]
+            if url == lake_url and part == first:
+                with connect(url, read_only=True) as con:
+                    before = con.execute('SELECT * FROM "node_token_index" ORDER BY ALL').fetchall()
+    with connect(lake_url, read_only=True) as con:
+        assert con.execute('SELECT count(DISTINCT "write_id") FROM "node_token_index_writes"').fetchone()[0] == 2
+        files = con.execute("SELECT data_file, delete_file FROM ducklake_list_files('wh', 'node_token_index')").fetchall()
+        assert files and not [f for f in files if f[1] is not None]  # the batches' files dropped whole
+        in_files = con.execute("SELECT sum(num_rows) FROM parquet_file_metadata(?)", [[f for f, _ in files]]).fetchone()[0]
+        assert in_files == con.execute('SELECT count(*) FROM "node_token_index"').fetchone()[0]
+        kept = con.execute('SELECT min("write_id") FROM "node_token_index_writes"').fetchone()[0]
+        assert con.execute('SELECT * FROM "node_token_index" WHERE "write_id" = ? ORDER BY ALL', [kept]).fetchall() == before
+        held = [t for (t,) in con.execute('SELECT DISTINCT "token_id" FROM "node_token_index" ORDER BY 1').fetchall()]
+    assert len(held) > 10
+    for token_id in held[::max(1, len(held) // 10)]:
+        assert tokens.search_token_nodes(lake_url, token_id).rows == tokens.search_token_nodes(file_url, token_id).rows
+
+
 def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path):
     from warehouse.query import list_tables
 
