@@ -33,7 +33,10 @@ so that its peak RSS is its own:
 Every figure is printed with its growth factor against 1x of the same layout, and the
 layouts' ratio at each scale; with `--pages`, each page's seconds with its growth factor
 against the 0.5 s target. DuckLake's size is its catalog plus its Parquet files; with
-`--compact-lake` its files are merged (`warehouse compact`, timed) before each scale's figures.
+`--compact-lake` its files are merged (`warehouse compact`, timed) before each scale's figures,
+then its history let go (`warehouse cleanup --expire-snapshots 0 --older-than 0`, timed: the
+files only earlier snapshots read, such as the token index batches an ingest merged, are
+deleted; `with_history_mb` is the size before).
 
 With `--keep` (DuckDB files only) the warehouses stay in the work folder for later
 measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and each smaller
@@ -188,6 +191,15 @@ def _compact(url: str) -> tuple[float, float]:
     return time.perf_counter() - t0, _peak_mb()
 
 
+def _cleanup(url: str) -> tuple[float, float]:
+    """`warehouse cleanup --expire-snapshots 0 --older-than 0` (no writer runs meanwhile)."""
+    from warehouse.maintenance import cleanup
+
+    t0 = time.perf_counter()
+    cleanup(url, 0, expire_older_than_s=0)
+    return time.perf_counter() - t0, _peak_mb()
+
+
 def _in_own_process(fn, *args):
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
@@ -307,8 +319,11 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
         if copy not in scales:
             continue
         row = results[copy] = {"root_s": seconds, "root_rss_mb": rss}
-        if wh.lake and compact_lake:  # as a team's lake is kept: its files merged before it is read
+        if wh.lake and compact_lake:  # as a team's lake is kept: its files merged before it is read,
             row["compact_s"], row["compact_rss_mb"] = _in_own_process(_compact, url)
+            # its history then let go: the files only earlier snapshots read (merged, deleted) go
+            row["with_history_mb"] = wh.size_mb()
+            row["cleanup_s"], row["cleanup_rss_mb"] = _in_own_process(_cleanup, url)
         held += measure_held(url, row_group_size, base, work, f"{copy:06d}", row, pages, export)
         row["file_mb"] = wh.size_mb()
         row["jsonl_mb"] = held / 1e6

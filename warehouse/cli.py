@@ -256,27 +256,35 @@ def migrate_to(obj: dict, target: str, target_data_path: str | None) -> None:
 @click.option("--older-than", "older_than", default="1h", show_default=True, metavar="AGE",
               help="Only files at least this old (90s, 30m, 1h, 2d): a running writer's files "
                    "are not committed yet and look orphaned. 0 only when no writer runs.")
-@click.option("--dry-run", is_flag=True, help="List the files, delete nothing.")
+@click.option("--expire-snapshots", "expire", default=None, metavar="AGE",
+              help="First expire the snapshots older than AGE (no time travel to them), so the files "
+                   "only they read (deleted or replaced rows) go too; with --older-than 0, now.")
+@click.option("--dry-run", is_flag=True, help="List the files (and snapshots), delete nothing.")
 @click.pass_obj
-def cleanup(obj: dict, older_than: str, dry_run: bool) -> None:
+def cleanup(obj: dict, older_than: str, expire: str | None, dry_run: bool) -> None:
     """DuckLake: delete Parquet files no snapshot references.
 
     Orphans are left by a writer killed during a commit (kill -9, a crash) or stopped by a
     full disk; files replaced by compaction or expired snapshots are deleted too. Both through
-    DuckLake's own ducklake_delete_orphaned_files and ducklake_cleanup_old_files. A DuckDB
-    file has nothing to clean.
+    DuckLake's own ducklake_delete_orphaned_files and ducklake_cleanup_old_files. A file whose
+    rows were all deleted (the batches' token index files an ingest merges) stays while a
+    snapshot reads it: --expire-snapshots lets it go. A DuckDB file has nothing to clean.
     """
     from warehouse.config import is_ducklake
     from warehouse.maintenance import cleanup as do_cleanup, parse_age
 
-    cleaned = do_cleanup(obj["db_url"], parse_age(older_than), dry_run)
+    cleaned = do_cleanup(obj["db_url"], parse_age(older_than), dry_run,
+                         None if expire is None else parse_age(expire))
     for path in cleaned.paths:
         click.echo(path)
     if not is_ducklake(obj["db_url"]):
         click.echo("A DuckDB file keeps no files outside itself: nothing to clean.")
         return
     verb = "Would delete" if dry_run else "Deleted"
-    click.echo(f"{verb} {len(cleaned.orphaned)} orphaned and {len(cleaned.scheduled)} expired files.")
+    expired = ""
+    if expire is not None:
+        expired = f" {'Would expire' if dry_run else 'Expired'} {len(cleaned.expired)} snapshots first."
+    click.echo(f"{verb} {len(cleaned.orphaned)} orphaned and {len(cleaned.scheduled)} expired files.{expired}")
 
 
 @main.command()

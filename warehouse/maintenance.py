@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from warehouse.errors import TerminalError
 from warehouse.rowgroups import PADDED_TABLES, PADS, ROW_GROUP_SIZE
@@ -30,6 +30,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 class Cleaned:
     orphaned: list[str]     # never committed by anyone
     scheduled: list[str]    # replaced or expired, past their retention
+    expired: list[int] = field(default_factory=list)  # snapshots expired (with expire_older_than_s)
 
     @property
     def paths(self) -> list[str]:
@@ -44,9 +45,14 @@ def parse_age(text: str) -> float:
     return float(found.group(1)) * _UNITS[found.group(2) or "s"]
 
 
-def cleanup(url: str, older_than_s: float = DEFAULT_OLDER_THAN_S, dry_run: bool = False) -> Cleaned:
+def cleanup(url: str, older_than_s: float = DEFAULT_OLDER_THAN_S, dry_run: bool = False,
+            expire_older_than_s: float | None = None) -> Cleaned:
     """Delete (or with `dry_run` only list) the lake's orphaned and expired files older than
-    `older_than_s`. Nothing to do on a DuckDB file."""
+    `older_than_s`; with `expire_older_than_s`, first expire the snapshots older than that
+    (`ducklake_expire_snapshots`: no time travel to them), so that the files only they read
+    (rows deleted or replaced since: a merged token index's batch files, rewritten rows) are
+    scheduled for deletion and, with `older_than_s` 0, deleted now. Nothing to do on a DuckDB
+    file."""
     from warehouse.config import is_ducklake
     from warehouse.db import LAKE_ALIAS, connect
     from warehouse.revision import require_head
@@ -56,6 +62,11 @@ def cleanup(url: str, older_than_s: float = DEFAULT_OLDER_THAN_S, dry_run: bool 
     with connect(url) as con:
         require_head(con, url)
         found = {}
+        if expire_older_than_s is not None:  # snapshot ids only: the rows' TIMESTAMPTZ columns need pytz
+            found["expired"] = sorted(r[0] for r in con.execute(
+                f"SELECT snapshot_id FROM ducklake_expire_snapshots('{LAKE_ALIAS}', dry_run => ?, "
+                "older_than => now() - to_microseconds(CAST(? AS BIGINT)))",
+                [dry_run, int(expire_older_than_s * 1e6)]).fetchall())
         for kind, function in (("orphaned", "ducklake_delete_orphaned_files"),
                                ("scheduled", "ducklake_cleanup_old_files")):
             rows = con.execute(

@@ -129,3 +129,46 @@ def test_an_age_that_is_not_one_is_one_error_line(db_url):
     result = cli(db_url, "cleanup", "--older-than", "soon")
     assert result.exit_code == 1
     assert result.output.strip() == "Error: not an age: 'soon'. Use e.g. 90s, 30m, 1h or 2d."
+
+
+def test_expired_snapshots_let_go_of_the_token_index_files_an_ingest_merged(tmp_path):
+    """An ingest's batches each commit a token index write, merged into one at its end: the
+    batches' files leave the lake's table but stay on disk while a snapshot reads them.
+    `--expire-snapshots 0 --older-than 0` expires those snapshots and deletes exactly the
+    files no remaining snapshot reads; the rows and the token search stay as they were."""
+    from ingest.pipeline import ingest_roots
+    from ingest.sample import write_sample_root
+    from warehouse.db import connect
+    from warehouse.tokens import search_token_nodes
+
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'cat.sqlite'}", tmp_path / "files")
+    assert cli(url, "init").exit_code == 0
+    root = write_sample_root(tmp_path / "root", payload_tokens=(20, 60))
+    report = ingest_roots(url, [str(root)], batch_bytes=600_000)  # a token index write per batch
+    assert report.files_failed == 0
+
+    def current() -> set[str]:
+        """The data and delete files of the newest snapshot, every table."""
+        with connect(url, read_only=True) as con:
+            tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() "
+                                                "WHERE database_name = 'wh'").fetchall()]
+            return {f for table in tables for row in con.execute(
+                "SELECT data_file, delete_file FROM ducklake_list_files('wh', ?)", [table]).fetchall() for f in row if f}
+
+    merged_away = parquet_files(tmp_path / "files") - current()
+    assert any("/node_token_index/" in f for f in merged_away), "no batch file left the index: nothing to test"
+    before = counts(url)
+    with connect(url, read_only=True) as con:
+        held = [t for (t,) in con.execute('SELECT DISTINCT "token_id" FROM "node_token_index" ORDER BY 1 LIMIT 5').fetchall()]
+    found = [search_token_nodes(url, t).rows for t in held]
+
+    kept = cli(url, "cleanup", "--older-than", "0")  # without expiring, every snapshot still reads them
+    assert kept.exit_code == 0 and parquet_files(tmp_path / "files") >= merged_away, kept.output
+    listed = cli(url, "cleanup", "--expire-snapshots", "0", "--older-than", "0", "--dry-run")
+    assert listed.exit_code == 0 and "Would expire" in listed.output, listed.output
+    assert parquet_files(tmp_path / "files") >= merged_away  # a dry run expires and deletes nothing
+    done = cli(url, "cleanup", "--expire-snapshots", "0", "--older-than", "0")
+    assert done.exit_code == 0 and "Expired" in done.output, done.output
+    assert parquet_files(tmp_path / "files") == current()
+    assert counts(url) == before
+    assert [search_token_nodes(url, t).rows for t in held] == found
