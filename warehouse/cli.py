@@ -259,7 +259,8 @@ def migrate_to(obj: dict, target: str, target_data_path: str | None) -> None:
 @click.option("--expire-snapshots", "expire", default=None, metavar="AGE",
               help="First expire the snapshots older than AGE (no time travel to them), so the files "
                    "only they read (deleted or replaced rows) go too; with --older-than 0, now.")
-@click.option("--dry-run", is_flag=True, help="List the files (and snapshots), delete nothing.")
+@click.option("--dry-run", is_flag=True, help="List the files (and count the snapshots --expire-snapshots would expire); "
+                                             "delete and expire nothing.")
 @click.pass_obj
 def cleanup(obj: dict, older_than: str, expire: str | None, dry_run: bool) -> None:
     """DuckLake: delete Parquet files no snapshot references.
