@@ -285,7 +285,25 @@ def prime_lake_stats(conn) -> list[str]:
     return primed
 
 
+#: DuckLake options the warehouse sets on a lake at `warehouse init` and every `warehouse
+#: upgrade` (files written before keep their codec until `warehouse compact` rewrites them).
+#: zstd: the 1.3 GB root's token index files rewritten so were 0.63-0.64x of snappy's
+#: (DuckLake's default); benchmarks/RESULTS.md has the lake's size with each.
+LAKE_OPTIONS = {"parquet_compression": "zstd"}
+
+
+def set_lake_options(conn) -> None:
+    """LAKE_OPTIONS on the lake, stored in its catalog for every writer. Nothing to do on the file."""
+    from warehouse.db import LAKE_ALIAS
+
+    if not _on_ducklake(conn.dialect):
+        return
+    for name, value in LAKE_OPTIONS.items():
+        conn.exec_driver_sql(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}')")
+
+
 def apply_catalog(conn) -> None:
     apply_arms(conn)
     apply_views(conn)
     prime_lake_stats(conn)
+    set_lake_options(conn)

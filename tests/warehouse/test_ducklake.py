@@ -218,6 +218,22 @@ def test_an_ingest_into_ducklake_leaves_its_token_index_one_write_without_its_ba
         assert tokens.search_token_nodes(lake_url, token_id).rows == tokens.search_token_nodes(file_url, token_id).rows
 
 
+def test_a_lake_writes_its_parquet_in_zstd(file_and_lake):
+    """`warehouse init` sets the lake's parquet_compression (warehouse.migrate.LAKE_OPTIONS) in
+    its catalog, so every writer's files, the copy migrate-to made included, are zstd."""
+    from warehouse.db import connect
+    from warehouse.migrate import LAKE_OPTIONS
+
+    _, lake_url, _ = file_and_lake
+    assert LAKE_OPTIONS["parquet_compression"] == "zstd"
+    with connect(lake_url, read_only=True) as con:
+        assert con.execute("SELECT value FROM wh.options() WHERE option_name = 'parquet_compression'").fetchone() == ("zstd",)
+        files = [f for (f,) in con.execute("SELECT data_file FROM ducklake_list_files('wh', 'node_payloads')").fetchall()]
+        assert files
+        codecs = {c for (c,) in con.execute("SELECT DISTINCT compression FROM parquet_metadata(?)", [files]).fetchall()}
+    assert codecs == {"ZSTD"}
+
+
 def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path):
     from warehouse.query import list_tables
 
