@@ -3,8 +3,8 @@
     python benchmarks/scale_bench.py [--size-mb 30] [--file-mb 1] [--lengths 300-24576] [--scale 1,10] [--work DIR]
                                      [--layouts 2048,122880,ducklake] [--export] [--pages]
                                      [--keep] [--json PATH]
-    python benchmarks/scale_bench.py --measure WAREHOUSE.duckdb --base BASE --work DIR [--pages] [--export]
-    python benchmarks/scale_bench.py --grow WAREHOUSE.duckdb --base BASE --work DIR --copies 11-30
+    python benchmarks/scale_bench.py --measure WAREHOUSE --base BASE --work DIR [--pages] [--export]
+    python benchmarks/scale_bench.py --grow WAREHOUSE --base BASE --work DIR --copies 11-30
 
 Workload: one generated 000-style root of `--size-mb` MB (`ingest.sample.write_bench_root`,
 node files of about `--file-mb` MB, 16 nodes each, one response length a file; with `--lengths
@@ -38,11 +38,13 @@ then its history let go (`warehouse cleanup --expire-snapshots 0 --older-than 0`
 files only earlier snapshots read, such as the token index batches an ingest merged, are
 deleted; `with_history_mb` is the size before).
 
-With `--keep` (DuckDB files only) the warehouses stay in the work folder for later
-measurements: the one of the largest scale as `rg<size>.duckdb` (compacted), and each smaller
-scale's copied as `rg<size>_<S>x.duckdb` once its figures are taken. `--json` writes every
+With `--keep` the warehouses stay in the work folder for later measurements: the one of the
+largest scale as `rg<size>.duckdb` (compacted), and each smaller scale's copied as
+`rg<size>_<S>x.duckdb` once its figures are taken; a lake as `lake.sqlite` (its catalog) with
+its files in `lake_files/`, as it holds at the largest scale. `--json` writes every
 figure to a file as well. `--measure` takes the figures of one scale (the 2-node run, tables,
 token searches, pages, export) on a warehouse built earlier, e.g. one `--keep` left.
+A WAREHOUSE is a DuckDB file, or a lake's `lake.sqlite` (its files in `lake_files/` beside it).
 `--grow` ingests more copies of the root into such a warehouse (copies numbered as given, run
 ids `20260801_<copy>_bench`), each in a process of its own, printing each root ingest's
 seconds and peak RSS: how 30x is built from a kept 10x, then measured with `--measure`.
@@ -338,9 +340,25 @@ def measure_layout(wh: Warehouse, base: Path, work: Path, scales: list[int],
             for path in wh.paths:
                 if path.exists():
                     shutil.copyfile(path, path.with_name(path.name.replace(".duckdb", f"_{copy}x.duckdb")))
-    if not (keep and not wh.lake):
+    if not keep:
         wh.remove()
     return results
+
+
+def _held_url(path: Path) -> str:
+    """The URL of a warehouse `--keep` left: a DuckDB file, or a lake's catalog `lake.sqlite`
+    (its files in `lake_files/` beside it)."""
+    from warehouse.config import resolve_db_url
+
+    if path.suffix == ".sqlite":
+        return resolve_db_url(f"ducklake:sqlite:{path}", path.parent / "lake_files")
+    return f"duckdb:///{path}"
+
+
+def _held_mb(path: Path) -> float:
+    """The size of a warehouse `--keep` left (a lake's: its catalog and its files)."""
+    files = [path] + (list((path.parent / "lake_files").rglob("*")) if path.suffix == ".sqlite" else [])
+    return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
 
 
 def grow(url: str, base: Path, work: Path, copies: range, json_path: Path | None) -> None:
@@ -418,15 +436,18 @@ def main() -> None:
                         help="ducklake: run `warehouse compact` (timed) before each scale's figures")
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
     parser.add_argument("--keep", action="store_true",
-                        help="keep each scale's DuckDB file in the work folder (needs --work)")
+                        help="keep the warehouses in the work folder (needs --work): each scale's DuckDB file, "
+                             "a lake as it holds at the largest scale")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
     parser.add_argument("--measure", type=Path, default=None, metavar="DB",
-                        help="only measure this existing DuckDB warehouse as it holds (a 2-node run is added), "
+                        help="only measure this existing warehouse (a DuckDB file, or a lake's lake.sqlite) as it "
+                             "holds (a 2-node run is added), "
                              "with --base, the root its copies came from (the folder of its run)")
     parser.add_argument("--base", type=Path, default=None, help="with --measure: the generated root")
     parser.add_argument("--tag", default="999999", help="with --measure: the 2-node run's id tag (new each time)")
     parser.add_argument("--grow", type=Path, default=None, metavar="DB",
-                        help="ingest more copies of the root (--copies) into this existing DuckDB warehouse")
+                        help="ingest more copies of the root (--copies) into this existing warehouse (a DuckDB "
+                             "file, or a lake's lake.sqlite)")
     parser.add_argument("--copies", default=None, metavar="FIRST-LAST",
                         help="with --grow: the copies' numbers (their run ids), e.g. 11-30")
     args = parser.parse_args()
@@ -434,15 +455,15 @@ def main() -> None:
         if args.base is None or args.work is None or args.copies is None:
             parser.error("--grow needs --base, --work and --copies")
         first, last = (int(n) for n in args.copies.split("-"))
-        grow(f"duckdb:///{args.grow}", args.base, args.work, range(first, last + 1), args.json)
+        grow(_held_url(args.grow), args.base, args.work, range(first, last + 1), args.json)
         return
     if args.measure:
         if args.base is None or args.work is None:
             parser.error("--measure needs --base and --work")
         args.work.mkdir(parents=True, exist_ok=True)
         row = {}
-        measure_held(f"duckdb:///{args.measure}", 2048, args.base, args.work, args.tag, row, args.pages, args.export)
-        row["file_mb"] = args.measure.stat().st_size / 1e6
+        measure_held(_held_url(args.measure), 2048, args.base, args.work, args.tag, row, args.pages, args.export)
+        row["file_mb"] = _held_mb(args.measure)
         print(json.dumps(row, indent=1))
         if args.json:
             args.json.write_text(json.dumps(row, indent=1))
