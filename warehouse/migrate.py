@@ -291,15 +291,26 @@ def prime_lake_stats(conn) -> list[str]:
 #: (DuckLake's default); benchmarks/RESULTS.md has the lake's size with each.
 LAKE_OPTIONS = {"parquet_compression": "zstd"}
 
+#: DuckLake options of one table, set as LAKE_OPTIONS are. The token index in row groups of
+#: 2,048 rows, as on the file, not DuckDB's 122,880: a lookup reads, from the file of each
+#: write that holds its token id's range, the row group that holds it, and the 1.3 GB root's
+#: index files were one row group of ~12,900 rows (8.2 MB) each, 33 of them read for one id
+#: at 30x (benchmarks/RESULTS.md).
+LAKE_TABLE_OPTIONS = {"node_token_index": {"parquet_row_group_size": 2048}}
+
 
 def set_lake_options(conn) -> None:
-    """LAKE_OPTIONS on the lake, stored in its catalog for every writer. Nothing to do on the file."""
+    """LAKE_OPTIONS and LAKE_TABLE_OPTIONS on the lake, stored in its catalog for every writer.
+    Nothing to do on the file."""
     from warehouse.db import LAKE_ALIAS
 
     if not _on_ducklake(conn.dialect):
         return
     for name, value in LAKE_OPTIONS.items():
         conn.exec_driver_sql(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}')")
+    for table, options in LAKE_TABLE_OPTIONS.items():
+        for name, value in options.items():
+            conn.exec_driver_sql(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}', table_name => '{table}')")
 
 
 def apply_catalog(conn) -> None:

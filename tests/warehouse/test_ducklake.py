@@ -234,6 +234,30 @@ def test_a_lake_writes_its_parquet_in_zstd(file_and_lake):
     assert codecs == {"ZSTD"}
 
 
+def test_a_lake_writes_its_token_index_in_row_groups_of_2048_rows(tmp_path):
+    """`warehouse init` sets node_token_index's parquet_row_group_size (LAKE_TABLE_OPTIONS), so
+    an index write is row groups of at most 2,048 rows that a lookup's token id range picks
+    from; another table keeps DuckDB's row groups."""
+    from warehouse.db import ROW_GROUP_SIZE, connect
+    from warehouse.migrate import LAKE_TABLE_OPTIONS, init_db
+
+    assert LAKE_TABLE_OPTIONS["node_token_index"]["parquet_row_group_size"] == ROW_GROUP_SIZE
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'catalog.sqlite'}", tmp_path / "files")
+    init_db(url)
+    with connect(url) as con:
+        assert con.execute("SELECT value, scope, scope_entry FROM wh.options() WHERE option_name = "
+                           "'parquet_row_group_size'").fetchall() == [("2048", "TABLE", "main.node_token_index")]
+        con.execute('INSERT INTO "node_token_index" SELECT range, 1, [range % 7], [1] FROM range(10000)')
+        con.execute('INSERT INTO "node_token_index_writes" SELECT 1, range FROM range(10000)')
+        groups = {}
+        for table in ("node_token_index", "node_token_index_writes"):
+            files = [f for (f,) in con.execute(f"SELECT data_file FROM ducklake_list_files('wh', '{table}')").fetchall()]
+            groups[table] = con.execute("SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata(?) "
+                                        "ORDER BY 1", [files]).fetchall()
+    assert [n for _, n in groups["node_token_index"]] == [2048] * 4 + [10000 - 4 * 2048]
+    assert groups["node_token_index_writes"] == [(0, 10000)]
+
+
 def test_migrate_to_reports_every_table_and_copies_back(file_and_lake, tmp_path):
     from warehouse.query import list_tables
 
