@@ -270,8 +270,13 @@ class Warehouse:
             shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
 
     def size_mb(self) -> float:
-        files = [f for p in self.paths if p.exists() for f in ([p] if p.is_file() else p.rglob("*"))]
-        return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+        return _size_mb(self.paths)
+
+
+def _size_mb(paths: list[Path]) -> float:
+    """MB of the files at `paths` (a folder: every file under it)."""
+    files = [f for p in paths if p.exists() for f in ([p] if p.is_file() else p.rglob("*"))]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
 
 
 def measure_held(url: str, row_group_size: int, base: Path, work: Path, tag: str, row: dict,
@@ -357,8 +362,7 @@ def _held_url(path: Path) -> str:
 
 def _held_mb(path: Path) -> float:
     """The size of a warehouse `--keep` left (a lake's: its catalog and its files)."""
-    files = [path] + (list((path.parent / "lake_files").rglob("*")) if path.suffix == ".sqlite" else [])
-    return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+    return _size_mb([path] + ([path.parent / "lake_files"] if path.suffix == ".sqlite" else []))
 
 
 def grow(url: str, base: Path, work: Path, copies: range, json_path: Path | None) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from alembic.ddl.impl import DefaultImpl
 
 from warehouse.errors import TerminalError
+from warehouse.rowgroups import ROW_GROUP_SIZE
 from warehouse.revision import refuse_newer, require_head  # noqa: F401 - require_head: the writers' import of it stays here
 
 
@@ -296,7 +297,7 @@ LAKE_OPTIONS = {"parquet_compression": "zstd"}
 #: write that holds its token id's range, the row group that holds it, and the 1.3 GB root's
 #: index files were one row group of ~12,900 rows (8.2 MB) each, 33 of them read for one id
 #: at 30x (benchmarks/RESULTS.md).
-LAKE_TABLE_OPTIONS = {"node_token_index": {"parquet_row_group_size": 2048}}
+LAKE_TABLE_OPTIONS = {"node_token_index": {"parquet_row_group_size": ROW_GROUP_SIZE}}
 
 
 def set_lake_options(conn) -> None:
