@@ -298,8 +298,9 @@ def compact(obj: dict) -> None:
     over the old one; readers attached meanwhile keep reading what they opened. DuckLake: every
     commit writes a file per table it touches and every query opens each one, so pages slow as
     commits add up; a table a commit, readers keep their snapshot, the replaced files stay
-    until 'warehouse cleanup'. node_payloads and node_token_index are left as written (merging
-    their token arrays needs more memory than the budget).
+    until 'warehouse cleanup'. node_payloads is merged into files of 32 MB on one thread (merging
+    token arrays holds an output file in memory; a merge that runs out of memory is rolled
+    back and named); node_token_index is left as written.
     """
     from warehouse.maintenance import Merged
     from warehouse.maintenance import compact as do_compact

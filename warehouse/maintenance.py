@@ -95,11 +95,20 @@ class Merged:
     left: tuple[str, ...]
 
 
-#: The lake tables `compact` leaves as written. Merging their files (token arrays, the token
-#: index's lists) holds a whole output file's arrays in memory: node_payloads of the 1.3 GB
-#: root (21 files, 665 MB) ran out of the 2 GB budget, at 3.7 GB RSS, even with 128 MB
-#: output files. The pages read them a node at a time, not by the scans that pay per file.
-LAKE_LEFT_AS_WRITTEN = ("node_payloads", "node_token_index")
+#: The lake tables `compact` leaves as written. Merging the token index's lists holds a whole
+#: output file in memory, and a lookup reads one row group of each write's files, not by the
+#: scans that pay per file.
+LAKE_LEFT_AS_WRITTEN = ("node_token_index",)
+#: Lake tables `compact` merges into files of at most this size (DuckLake's table-scoped
+#: `target_file_size`), on one thread: merging token arrays holds an output file's arrays in
+#: memory. The 1.3 GB root's 20 payload files (6 MB each, responses of 300-32,768 tokens)
+#: merged into 32 MB files at 2.4 GB peak RSS; 64 MB files took 3.3 GB, and DuckDB's default
+#: size (512 MB) ran out of the 2 GB budget. Every file adds rows to the catalog's column
+#: statistics, which DuckLake reads whole for every filtered scan (benchmarks/RESULTS.md).
+LAKE_MERGE_SIZES = {"node_payloads": "32MB"}
+#: Why a table was left as written though `compact` merges it: a merge that ran out of memory
+#: is rolled back, and its table keeps the files it had.
+OUT_OF_MEMORY = "its merge ran out of memory: a larger --memory-limit merges it"
 
 
 def compact(url: str) -> Compacted | Merged:
@@ -185,9 +194,10 @@ def compact_lake(url: str) -> Merged:
     (`ducklake_merge_adjacent_files`, a table per commit, redone when another writer's commit
     wins): every commit of an ingest or a round writes a file per table it touches, and every
     scan plans and opens each file, so a view over a table of many small files (the run page
-    reads some forty) pays per file. LAKE_LEFT_AS_WRITTEN are not merged. Readers keep their
-    snapshot; the replaced files stay until `warehouse cleanup` deletes them."""
-    from warehouse.db import LAKE_ALIAS, connect, transaction
+    reads some forty) pays per file. LAKE_LEFT_AS_WRITTEN are not merged; LAKE_MERGE_SIZES into
+    files of their size. Readers keep their snapshot; the replaced files stay until `warehouse
+    cleanup` deletes them."""
+    from warehouse.db import LAKE_ALIAS, connect
     from warehouse.revision import require_head
 
     with connect(url) as con:
@@ -196,15 +206,52 @@ def compact_lake(url: str) -> Merged:
             "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
             "ORDER BY table_name", [LAKE_ALIAS]).fetchall()]
         before = after = merged = 0
+        left = list(LAKE_LEFT_AS_WRITTEN)
         for table in tables:
             files = _lake_files(con, table)
             before += files
             if table not in LAKE_LEFT_AS_WRITTEN and files > 1:
-                transaction(con, lambda t=table: con.execute(
-                    f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', ?)", [t]).fetchall())
-                files, merged = _lake_files(con, table), merged + 1
+                if _merge_lake_table(con, table):
+                    merged += 1
+                else:
+                    left.append(f"{table} ({OUT_OF_MEMORY})")
+                files = _lake_files(con, table)
             after += files
-    return Merged(before, after, merged, LAKE_LEFT_AS_WRITTEN)
+    return Merged(before, after, merged, tuple(left))
+
+
+def _merge_lake_table(con, table: str) -> bool:
+    """One table's `ducklake_merge_adjacent_files` in a commit of its own; a table of
+    LAKE_MERGE_SIZES into files of its size, on one thread. False when that merge ran out of
+    memory (rolled back: the table keeps its files)."""
+    import duckdb
+
+    from warehouse.db import LAKE_ALIAS, transaction
+
+    merge = f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', ?)"
+    if table not in LAKE_MERGE_SIZES:
+        transaction(con, lambda: con.execute(merge, [table]).fetchall())
+        return True
+    transaction(con, lambda: con.execute(f"CALL {LAKE_ALIAS}.set_option('target_file_size', "
+                                         f"'{LAKE_MERGE_SIZES[table]}', table_name => '{table}')"))
+    try:
+        with one_thread(con):
+            transaction(con, lambda: con.execute(merge, [table]).fetchall())
+    except duckdb.OutOfMemoryException:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def one_thread(con):
+    """DuckDB on one thread while the block runs (a merge holds one output file's arrays, not
+    one per thread), its threads again after it."""
+    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    con.execute("SET threads = 1")
+    try:
+        yield
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
 
 
 def _lake_files(con, table: str) -> int:

@@ -54,7 +54,7 @@ def test_compact_refuses_a_missing_file_and_an_empty_lake(tmp_path):
 
 def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_sample_root, tmp_path):
     """A lake ingested a file a commit holds a data file per commit in each table; compact
-    merges them (node_payloads and node_token_index left as written), every table and view
+    merges them (node_token_index left as written), every table and view
     reads the same after, and a second compact has nothing left to merge."""
     from ingest.pipeline import ingest_roots
     from warehouse.config import resolve_db_url
@@ -85,6 +85,52 @@ def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_
     assert sum(merged.values()) < sum(files.values())
     again = CliRunner().invoke(main, ["--db", url, "compact"])
     assert again.exit_code == 0 and again.output.startswith("Merged the data files of 0 tables"), again.output
+
+
+def test_a_lake_payload_merge_that_runs_out_of_memory_is_rolled_back_and_named(small_sample_root, tmp_path,
+                                                                                 monkeypatch):
+    """node_payloads merges on one thread; when that merge runs out of memory (here DuckDB's
+    memory_limit at 1 MB while it runs) its commit is rolled back: the payloads keep their
+    files and rows, the other tables are still merged, and the output names the table and
+    the setting to change."""
+    import contextlib
+
+    from ingest.pipeline import ingest_roots
+    from warehouse import maintenance
+    from warehouse.config import resolve_db_url
+
+    url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'lake.sqlite'}", tmp_path / "files")
+    init_db(url)
+    ingest_roots(url, [str(small_sample_root)], batch_bytes=1)  # a commit per file
+    alone = maintenance.one_thread
+
+    @contextlib.contextmanager
+    def starved(con):
+        with alone(con):
+            budget = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+            con.execute("SET memory_limit = '1MB'")
+            try:
+                yield
+            finally:
+                con.execute(f"SET memory_limit = '{budget}'")
+
+    def state():
+        with connect(url, read_only=True) as con:
+            return ({t: maintenance._lake_files(con, t) for t in ("nodes", "node_payloads")},
+                    con.execute('SELECT * FROM "node_payloads" ORDER BY ALL').fetchall())
+
+    (files, payloads) = state()
+    monkeypatch.setattr(maintenance, "one_thread", starved)
+    result = CliRunner().invoke(main, ["--db", url, "compact"])
+    assert result.exit_code == 0, result.output
+    assert f"node_payloads ({maintenance.OUT_OF_MEMORY})" in result.output and "Traceback" not in result.output
+    (after, kept) = state()
+    assert files["node_payloads"] > 2 and after["node_payloads"] == files["node_payloads"] and kept == payloads
+    assert files["nodes"] > 2 and after["nodes"] == 1
+    monkeypatch.setattr(maintenance, "one_thread", alone)
+    again = CliRunner().invoke(main, ["--db", url, "compact"])
+    assert again.exit_code == 0 and "ran out of memory" not in again.output, again.output
+    assert state() == ({"nodes": 1, "node_payloads": 1}, payloads)
 
 
 def test_compact_copies_under_the_scan_share_and_gives_the_budget_back(tmp_path, monkeypatch):
