@@ -99,13 +99,11 @@ class Merged:
 #: output file in memory, and a lookup reads one row group of each write's files, not by the
 #: scans that pay per file.
 LAKE_LEFT_AS_WRITTEN = ("node_token_index",)
-#: Lake tables `compact` merges into files of at most this size (DuckLake's table-scoped
-#: `target_file_size`), on one thread: merging token arrays holds an output file's arrays in
-#: memory. The 1.3 GB root's 20 payload files (6 MB each, responses of 300-32,768 tokens)
-#: merged into 32 MB files at 2.4 GB peak RSS; 64 MB files took 3.3 GB, and DuckDB's default
-#: size (512 MB) ran out of the 2 GB budget. Every file adds rows to the catalog's column
-#: statistics, which DuckLake reads whole for every filtered scan (benchmarks/RESULTS.md).
-LAKE_MERGE_SIZES = {"node_payloads": "32MB"}
+#: Lake tables `compact` merges on one thread, after setting their LAKE_TABLE_OPTIONS (a lake
+#: made before those has none): merging token arrays holds an output row group's arrays in
+#: memory, and those options bound the files (warehouse.migrate.PAYLOAD_FILE_SIZE) and their
+#: row groups.
+LAKE_MERGED_ALONE = ("node_payloads",)
 #: Why a table was left as written though `compact` merges it: a merge that ran out of memory
 #: is rolled back, and its table keeps the files it had.
 OUT_OF_MEMORY = "its merge ran out of memory: a larger --memory-limit merges it"
@@ -194,8 +192,8 @@ def compact_lake(url: str) -> Merged:
     (`ducklake_merge_adjacent_files`, a table per commit, redone when another writer's commit
     wins): every commit of an ingest or a round writes a file per table it touches, and every
     scan plans and opens each file, so a view over a table of many small files (the run page
-    reads some forty) pays per file. LAKE_LEFT_AS_WRITTEN are not merged; LAKE_MERGE_SIZES into
-    files of their size. Readers keep their snapshot; the replaced files stay until `warehouse
+    reads some forty) pays per file. LAKE_LEFT_AS_WRITTEN are not merged; LAKE_MERGED_ALONE
+    on one thread, into files and row groups of their LAKE_TABLE_OPTIONS. Readers keep their snapshot; the replaced files stay until `warehouse
     cleanup` deletes them."""
     from warehouse.db import LAKE_ALIAS, connect
     from warehouse.revision import require_head
@@ -222,18 +220,24 @@ def compact_lake(url: str) -> Merged:
 
 def _merge_lake_table(con, table: str) -> bool:
     """One table's `ducklake_merge_adjacent_files` in a commit of its own; a table of
-    LAKE_MERGE_SIZES into files of its size, on one thread. False when that merge ran out of
-    memory (rolled back: the table keeps its files)."""
+    LAKE_MERGED_ALONE under its LAKE_TABLE_OPTIONS, on one thread. False when that merge ran out
+    of memory (rolled back: the table keeps its files)."""
     import duckdb
 
     from warehouse.db import LAKE_ALIAS, transaction
 
+    from warehouse.migrate import LAKE_TABLE_OPTIONS
+
     merge = f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', ?)"
-    if table not in LAKE_MERGE_SIZES:
+    if table not in LAKE_MERGED_ALONE:
         transaction(con, lambda: con.execute(merge, [table]).fetchall())
         return True
-    transaction(con, lambda: con.execute(f"CALL {LAKE_ALIAS}.set_option('target_file_size', "
-                                         f"'{LAKE_MERGE_SIZES[table]}', table_name => '{table}')"))
+
+    def set_options() -> None:
+        for name, value in LAKE_TABLE_OPTIONS[table].items():
+            con.execute(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}', table_name => '{table}')")
+
+    transaction(con, set_options)
     try:
         with one_thread(con):
             transaction(con, lambda: con.execute(merge, [table]).fetchall())

@@ -292,12 +292,26 @@ def prime_lake_stats(conn) -> list[str]:
 #: (DuckLake's default); benchmarks/RESULTS.md has the lake's size with each.
 LAKE_OPTIONS = {"parquet_compression": "zstd"}
 
+#: A lake's payloads: a read of one payload decompresses its row group's column chunks whole
+#: (a 32 MB file of the 1.3 GB root's payloads in one row group of 2,704 rows: 203 MB a column,
+#: and `warehouse token` ran out of its memory share), so row groups of 256 payloads (DuckDB
+#: keeps an insert's chunk whole: an ingest's commit writes one of 384-864). Files of 32 MB:
+#: every data file adds rows to the catalog's column statistics, which DuckLake reads whole
+#: for every filtered scan, and a merge holds an output row group's arrays in memory (the
+#: root's 20 files merged into 32 MB files in 8.5 s at 0.8 GB peak RSS; in one row group a
+#: file, 2.4 GB; into DuckDB's default 512 MB files, out of the 2 GB budget).
+PAYLOAD_ROW_GROUP_SIZE = 256
+PAYLOAD_FILE_SIZE = "32MB"
+
 #: DuckLake options of one table, set as LAKE_OPTIONS are. The token index in row groups of
 #: 2,048 rows, as on the file, not DuckDB's 122,880: a lookup reads, from the file of each
 #: write that holds its token id's range, the row group that holds it, and the 1.3 GB root's
 #: index files were one row group of ~12,900 rows (8.2 MB) each, 33 of them read for one id
-#: at 30x (benchmarks/RESULTS.md).
-LAKE_TABLE_OPTIONS = {"node_token_index": {"parquet_row_group_size": ROW_GROUP_SIZE}}
+#: at 30x (benchmarks/RESULTS.md). The payloads in row groups of PAYLOAD_ROW_GROUP_SIZE and
+#: files of up to PAYLOAD_FILE_SIZE, which is what `warehouse compact` merges them into.
+LAKE_TABLE_OPTIONS = {"node_token_index": {"parquet_row_group_size": ROW_GROUP_SIZE},
+                      "node_payloads": {"parquet_row_group_size": PAYLOAD_ROW_GROUP_SIZE,
+                                        "target_file_size": PAYLOAD_FILE_SIZE}}
 
 
 def set_lake_options(conn) -> None:

@@ -52,16 +52,21 @@ def test_compact_refuses_a_missing_file_and_an_empty_lake(tmp_path):
     assert lake.exit_code == 1 and "warehouse init" in lake.output and "Traceback" not in lake.output
 
 
-def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_sample_root, tmp_path):
+def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_sample_root, tmp_path, monkeypatch):
     """A lake ingested a file a commit holds a data file per commit in each table; compact
-    merges them (node_token_index left as written), every table and view
-    reads the same after, and a second compact has nothing left to merge."""
+    merges them (node_token_index left as written), every table and view reads the same after,
+    and a second compact has nothing left to merge. The payloads merge
+    under their file and row-group sizes, which compact sets on a lake made without them."""
     from ingest.pipeline import ingest_roots
+    from warehouse import migrate
     from warehouse.config import resolve_db_url
     from warehouse.maintenance import LAKE_LEFT_AS_WRITTEN, _lake_files
+    from warehouse.migrate import PAYLOAD_ROW_GROUP_SIZE
 
     url = resolve_db_url(f"ducklake:sqlite:{tmp_path / 'lake.sqlite'}", tmp_path / "files")
-    init_db(url)
+    with monkeypatch.context() as before:  # a lake made before node_payloads had options: compact sets them
+        before.setitem(migrate.LAKE_TABLE_OPTIONS, "node_payloads", {})
+        init_db(url)
     ingest_roots(url, [str(small_sample_root)], batch_bytes=1)  # a commit per file
 
     def state():
@@ -74,6 +79,13 @@ def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_
 
     files, rows = state()
     assert files["nodes"] > 2 and files["node_payloads"] > 2
+
+    def payload_options() -> dict:
+        with connect(url, read_only=True) as con:
+            return dict(con.execute("SELECT option_name, value FROM wh.options() WHERE scope_entry = "
+                                    "'main.node_payloads'").fetchall())
+
+    assert payload_options() == {}
     result = CliRunner().invoke(main, ["--db", url, "compact"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("Merged the data files of ") and "warehouse cleanup" in result.output
@@ -83,6 +95,7 @@ def test_compact_on_ducklake_merges_each_tables_files_and_keeps_every_row(small_
     assert merged["nodes"] == 1  # small tables' rows are inlined in the catalog: no file to merge
     assert all(merged[t] == files[t] for t in LAKE_LEFT_AS_WRITTEN)
     assert sum(merged.values()) < sum(files.values())
+    assert payload_options() == {"parquet_row_group_size": str(PAYLOAD_ROW_GROUP_SIZE), "target_file_size": "32000000"}
     again = CliRunner().invoke(main, ["--db", url, "compact"])
     assert again.exit_code == 0 and again.output.startswith("Merged the data files of 0 tables"), again.output
 

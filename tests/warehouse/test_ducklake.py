@@ -237,7 +237,7 @@ def test_a_lake_writes_its_parquet_in_zstd(file_and_lake):
 def test_a_lake_writes_its_token_index_in_row_groups_of_2048_rows(tmp_path):
     """`warehouse init` sets node_token_index's parquet_row_group_size (LAKE_TABLE_OPTIONS), so
     an index write is row groups of at most 2,048 rows that a lookup's token id range picks
-    from; another table keeps DuckDB's row groups."""
+    from (and node_payloads' row groups, of 256); another table keeps DuckDB's row groups."""
     from warehouse.db import ROW_GROUP_SIZE, connect
     from warehouse.migrate import LAKE_TABLE_OPTIONS, init_db
 
@@ -246,7 +246,8 @@ def test_a_lake_writes_its_token_index_in_row_groups_of_2048_rows(tmp_path):
     init_db(url)
     with connect(url) as con:
         assert con.execute("SELECT value, scope, scope_entry FROM wh.options() WHERE option_name = "
-                           "'parquet_row_group_size'").fetchall() == [("2048", "TABLE", "main.node_token_index")]
+                           "'parquet_row_group_size' ORDER BY scope_entry").fetchall() == [
+            ("256", "TABLE", "main.node_payloads"), ("2048", "TABLE", "main.node_token_index")]
         con.execute('INSERT INTO "node_token_index" SELECT range, 1, [range % 7], [1] FROM range(10000)')
         con.execute('INSERT INTO "node_token_index_writes" SELECT 1, range FROM range(10000)')
         groups = {}
