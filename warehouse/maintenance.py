@@ -246,16 +246,21 @@ def _merge_lake_table(con, table: str) -> bool:
     return True
 
 
-@contextlib.contextmanager
 def one_thread(con):
-    """DuckDB on one thread while the block runs (a merge holds one output file's arrays, not
-    one per thread), its threads again after it."""
-    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
-    con.execute("SET threads = 1")
+    """DuckDB on one thread while the block runs: a merge holds one output row group's arrays,
+    not one per thread."""
+    return setting(con, "threads", 1)
+
+
+@contextlib.contextmanager
+def setting(con, name: str, value):
+    """DuckDB's setting `name` at `value` on `con` while the block runs, as it was after it."""
+    was = con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+    con.execute(f"SET {name} = '{value}'")
     try:
         yield
     finally:
-        con.execute(f"SET threads = {int(threads)}")
+        con.execute(f"SET {name} = '{was}'")
 
 
 def _lake_files(con, table: str) -> int:

@@ -119,13 +119,8 @@ def test_a_lake_payload_merge_that_runs_out_of_memory_is_rolled_back_and_named(s
 
     @contextlib.contextmanager
     def starved(con):
-        with alone(con):
-            budget = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-            con.execute("SET memory_limit = '1MB'")
-            try:
-                yield
-            finally:
-                con.execute(f"SET memory_limit = '{budget}'")
+        with alone(con), maintenance.setting(con, "memory_limit", "1MB"):
+            yield
 
     def state():
         with connect(url, read_only=True) as con:
