@@ -38,10 +38,12 @@ class RmRunData:
 
 
 def is_reward_model_run(con, run_id: str) -> bool:
-    row = con.execute('SELECT "kind" FROM "runs" WHERE "run_id" = ?', [run_id]).fetchone()
+    from warehouse.report import RUN_ROW, rows
+
+    run = rows(con, RUN_ROW, run_id)
     has_rows = con.execute('SELECT count(*) FROM "rm_runs" WHERE "run_id" = ?',
                            [run_id]).fetchone()[0]
-    return bool(has_rows) or (row is not None and row[0] == "reward_model")
+    return bool(has_rows) or (bool(run) and run[0]["kind"] == "reward_model")
 
 
 def write_rm_report(url: str, run_id: str, out_dir: str | Path) -> Path:

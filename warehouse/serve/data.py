@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from warehouse import vocabulary as vocab
 from warehouse.errors import TerminalError
-from warehouse.report import RunData, read_run, rows, run_metrics_row
+from warehouse.report import RUN_ROW, RunData, read_run, rows, run_metrics_row
 from warehouse.run_state import read_life
 from warehouse.serve.params import INT32, INT64, BadRequestError, query_int  # noqa: F401 (the pages read them here)
 
@@ -544,7 +544,7 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
         record = found[0]
         if part == "tokens":
             record.update(token_arrays(url, con, record["source_id"], record["line_no"]))
-            run = (rows(con, 'SELECT "model", "overrides" FROM "runs" WHERE "run_id" = ?', run_id) or [{}])[0]
+            run = (rows(con, RUN_ROW, run_id) or [{}])[0]
             return NodePage(record, {}, rollouts.tokens(
                 record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS, shade_by=shade_by))
         texts = rows(con, PAYLOAD_TEXT_SQL, record["source_id"], record["line_no"])
