@@ -193,8 +193,8 @@ def compact_lake(url: str) -> Merged:
     wins): every commit of an ingest or a round writes a file per table it touches, and every
     scan plans and opens each file, so a view over a table of many small files (the run page
     reads some forty) pays per file. LAKE_LEFT_AS_WRITTEN are not merged; LAKE_MERGED_ALONE
-    on one thread, into files and row groups of their LAKE_TABLE_OPTIONS. Readers keep their snapshot; the replaced files stay until `warehouse
-    cleanup` deletes them."""
+    on one thread, into files and row groups of their LAKE_TABLE_OPTIONS. Readers keep their
+    snapshot; the replaced files stay until `warehouse cleanup` deletes them."""
     from warehouse.db import LAKE_ALIAS, connect
     from warehouse.revision import require_head
 
@@ -225,7 +225,6 @@ def _merge_lake_table(con, table: str) -> bool:
     import duckdb
 
     from warehouse.db import LAKE_ALIAS, transaction
-
     from warehouse.migrate import LAKE_TABLE_OPTIONS
 
     merge = f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', ?)"
