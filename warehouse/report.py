@@ -109,12 +109,6 @@ def run_metrics_row(con, run_id: str) -> dict:
     return run[0]
 
 
-#: The run's row: one SQL text wherever a page reads it, so that on DuckLake the dashboard's
-#: Answers cache (warehouse.serve.lake) answers every read after the first on a snapshot (each
-#: read of the table costs some ten catalog queries there).
-RUN_ROW = 'SELECT * FROM "runs" WHERE "run_id" = ?'
-
-
 def rows(con, sql: str, *params) -> list[dict]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from warehouse.errors import TerminalError
 from warehouse.html_table import html_table
-from warehouse.run_state import life_line, read_life
+from warehouse.run_state import life_line, read_life, read_run_row
 from warehouse.vocabulary import RM_JOB_FIELDS
 
 SECTIONS = ("Chat", "Chat Hard", "Safety", "Reasoning")
@@ -38,12 +38,9 @@ class RmRunData:
 
 
 def is_reward_model_run(con, run_id: str) -> bool:
-    from warehouse.report import RUN_ROW, rows
-
-    run = rows(con, RUN_ROW, run_id)
     has_rows = con.execute('SELECT count(*) FROM "rm_runs" WHERE "run_id" = ?',
                            [run_id]).fetchone()[0]
-    return bool(has_rows) or (bool(run) and run[0]["kind"] == "reward_model")
+    return bool(has_rows) or read_run_row(con, run_id).get("kind") == "reward_model"
 
 
 def write_rm_report(url: str, run_id: str, out_dir: str | Path) -> Path:

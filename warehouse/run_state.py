@@ -19,6 +19,19 @@ ACTIVITY_FROM = {
 }
 
 
+#: The run's row of runs: one SQL text wherever a page reads it, so that on DuckLake the
+#: dashboard's Answers cache (warehouse.serve.lake) answers every read after the first on a
+#: snapshot (each read of the table costs some ten catalog queries there).
+RUN_ROW = 'SELECT * FROM "runs" WHERE "run_id" = ?'
+
+
+def read_run_row(con, run_id: str) -> dict:
+    """The run's row of runs; {} for a run the table does not hold."""
+    cur = con.execute(RUN_ROW, [run_id])
+    found = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], found)) if found else {}
+
+
 def read_life(con, run_id: str) -> dict:
     """The run's run_state row (state, start, end and exit reason, last activity and whose
     clock it is); {"state": None} for a run the view does not know."""

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from warehouse import vocabulary as vocab
 from warehouse.errors import TerminalError
-from warehouse.report import RUN_ROW, RunData, read_run, rows, run_metrics_row
-from warehouse.run_state import read_life
+from warehouse.report import RunData, read_run, rows, run_metrics_row
+from warehouse.run_state import read_life, read_run_row
 from warehouse.serve.params import INT32, INT64, BadRequestError, query_int  # noqa: F401 (the pages read them here)
 
 BUSY_WAIT_S = 3.0
@@ -544,7 +544,7 @@ def node(url: str, run_id: str, node_id: str, round_no: int | None = None,
         record = found[0]
         if part == "tokens":
             record.update(token_arrays(url, con, record["source_id"], record["line_no"]))
-            run = (rows(con, RUN_ROW, run_id) or [{}])[0]
+            run = read_run_row(con, run_id)
             return NodePage(record, {}, rollouts.tokens(
                 record, run, shown=None if all_tokens else rollouts.SHOWN_TOKENS, shade_by=shade_by))
         texts = rows(con, PAYLOAD_TEXT_SQL, record["source_id"], record["line_no"])

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from warehouse.report import RUN_ROW, rows
+from warehouse.report import rows
+from warehouse.run_state import read_run_row
 
 #: arms columns shown as the run's settings, in this order
 ARM_SETTINGS = ("model", "prompt_cap", "response_cap", "total_cap", "siblings_per_expansion",
@@ -41,7 +42,7 @@ def overrides_of(run: dict | None, column: str = "overrides") -> dict:
 
 def settings(con, run_id: str) -> dict[str, list[dict]]:
     """Groups of {key, value, source}: run, arm (as the run saw it), generation, knobs."""
-    run = (rows(con, RUN_ROW, run_id) or [{}])[0]
+    run = read_run_row(con, run_id)
     overrides = overrides_of(run)
     recorded = overrides_of(run, "settings_sources")
 
@@ -73,7 +74,7 @@ def _setting(key: str, value, source: str) -> dict:
 def checkpoints(con, run_id: str) -> list[dict]:
     """One row per step that saved a checkpoint: step, seconds, path (when the run recorded
     its checkpoint_dir) and whether that path exists here."""
-    run = (rows(con, RUN_ROW, run_id) or [{}])[0]
+    run = read_run_row(con, run_id)
     root = overrides_of(run).get("checkpoint_dir")
     saved = rows(con, 'SELECT "step", max("save_checkpoint_s") AS "seconds" FROM "steps" WHERE "run_id" = ? '
                       'AND "save_checkpoint_s" IS NOT NULL GROUP BY "step" ORDER BY "step"', run_id)
