@@ -225,18 +225,13 @@ def _merge_lake_table(con, table: str) -> bool:
     import duckdb
 
     from warehouse.db import LAKE_ALIAS, transaction
-    from warehouse.migrate import LAKE_TABLE_OPTIONS
+    from warehouse.migrate import lake_table_options
 
     merge = f"CALL ducklake_merge_adjacent_files('{LAKE_ALIAS}', ?)"
     if table not in LAKE_MERGED_ALONE:
         transaction(con, lambda: con.execute(merge, [table]).fetchall())
         return True
-
-    def set_options() -> None:
-        for name, value in LAKE_TABLE_OPTIONS[table].items():
-            con.execute(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}', table_name => '{table}')")
-
-    transaction(con, set_options)
+    transaction(con, lambda: [con.execute(statement) for statement in lake_table_options(table)])
     try:
         with one_thread(con):
             transaction(con, lambda: con.execute(merge, [table]).fetchall())

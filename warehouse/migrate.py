@@ -323,9 +323,17 @@ def set_lake_options(conn) -> None:
         return
     for name, value in LAKE_OPTIONS.items():
         conn.exec_driver_sql(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}')")
-    for table, options in LAKE_TABLE_OPTIONS.items():
-        for name, value in options.items():
-            conn.exec_driver_sql(f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}', table_name => '{table}')")
+    for table in LAKE_TABLE_OPTIONS:
+        for statement in lake_table_options(table):
+            conn.exec_driver_sql(statement)
+
+
+def lake_table_options(table: str) -> list[str]:
+    """The statements that set `table`'s LAKE_TABLE_OPTIONS on the lake."""
+    from warehouse.db import LAKE_ALIAS
+
+    return [f"CALL {LAKE_ALIAS}.set_option('{name}', '{value}', table_name => '{table}')"
+            for name, value in LAKE_TABLE_OPTIONS.get(table, {}).items()]
 
 
 def apply_catalog(conn) -> None:

@@ -27,17 +27,20 @@ RUN_ROW = 'SELECT * FROM "runs" WHERE "run_id" = ?'
 
 def read_run_row(con, run_id: str) -> dict:
     """The run's row of runs; {} for a run the table does not hold."""
-    cur = con.execute(RUN_ROW, [run_id])
+    return _row(con, RUN_ROW, run_id) or {}
+
+
+def _row(con, sql: str, run_id: str) -> dict | None:
+    """The first row `sql` finds for `run_id`, by column name; None when it finds none."""
+    cur = con.execute(sql, [run_id])
     found = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], found)) if found else {}
+    return dict(zip([d[0] for d in cur.description], found)) if found else None
 
 
 def read_life(con, run_id: str) -> dict:
     """The run's run_state row (state, start, end and exit reason, last activity and whose
     clock it is); {"state": None} for a run the view does not know."""
-    cur = con.execute('SELECT * FROM "run_state" WHERE "run_id" = ?', [run_id])
-    found = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], found)) if found else {"state": None}
+    return _row(con, 'SELECT * FROM "run_state" WHERE "run_id" = ?', run_id) or {"state": None}
 
 
 def life_line(life: dict) -> str:
