@@ -8,20 +8,22 @@
 -- record of the lineage gives parent_found = FALSE and a NULL parent_status.
 --
 -- Written so that a filter on run_id (one run's page) or on (source_id, line_no) (a page's
--- nodes) reaches the nodes scan: the CTEs are not materialized, the nearest parent is a
--- grouped arg_min over the child's key, run_id included, rather than a window (a row_number
+-- nodes) reaches the children: `children`, read three times, is materialized (DuckDB's default
+-- for a CTE read more than once; a view stored in a DuckDB file keeps no MATERIALIZED hint, so
+-- none is written), read from nodes once, and the filter applied to it; the nearest parent is
+-- a grouped arg_min over the child's key, run_id included, rather than a window (a row_number
 -- over every child, which DuckDB neither pushes a filter through nor runs cheaply), and the
 -- sort key (depth, later, distance, task, source_id, line_no) is unique per candidate, so the
 -- pick is the same.
 CREATE OR REPLACE VIEW "node_parents" AS
 WITH
-children AS NOT MATERIALIZED (
+children AS (
     SELECT "source_id", "line_no", "run_id", "round", "task", "node_id", "mode", "status",
            "parent_id"
     FROM "nodes"
     WHERE "parent_id" IS NOT NULL
 ),
-candidates AS NOT MATERIALIZED (
+candidates AS (
     -- the records of the child's own run with the parent's id (depth 0), then those of the
     -- earlier runs of its lineage, read only for children of a resumed run: joined by (run,
     -- node id) from the start, never by node id alone (a warehouse of 30 copies of one root
@@ -39,7 +41,7 @@ candidates AS NOT MATERIALIZED (
     JOIN "run_lineage" AS l ON l."run_id" = c."run_id" AND l."depth" > 0
     JOIN "nodes" AS p ON p."run_id" = l."ancestor_run_id" AND p."node_id" = c."parent_id"
 ),
-nearest AS NOT MATERIALIZED (
+nearest AS (
     SELECT "run_id", "source_id", "line_no",
            arg_min({'run_id': "p_run_id", 'round': "p_round", 'status': "p_status"},
                    {'depth': "depth",

@@ -28,34 +28,43 @@
 -- trained (imported roots, --no-learn) or no sampler logprob was recorded.
 CREATE OR REPLACE VIEW "round_metrics" AS
 WITH
+per_task AS (
+    -- per task-round, from nodes (read once here): records, distinct rewards (reward_spread as
+    -- in task_round_metrics), drafts, and the ok records' count and mean reward as
+    -- task_round_metrics counts them (its valid and valid_reward_mean)
+    SELECT "run_id", "round", "task",
+           count(*) AS "records",
+           count(DISTINCT "reward") AS "distinct_rewards",
+           count(*) FILTER (WHERE "mode" = 'draft') AS "drafts",
+           count(*) FILTER (WHERE "status" = 'ok') AS "valid",
+           avg("reward") FILTER (WHERE "status" = 'ok') AS "valid_reward_mean",
+           max("reward") AS "reward_best"
+    FROM "nodes"
+    GROUP BY "run_id", "round", "task"
+),
 keys AS (
     SELECT "run_id", "round" FROM "rounds"
     UNION
     SELECT DISTINCT "run_id", "round" FROM "task_rounds"
     UNION
-    SELECT DISTINCT "run_id", "round" FROM "nodes"
+    SELECT DISTINCT "run_id", "round" FROM per_task
 ),
 tasks AS (
-    -- per task-round: records and distinct rewards (reward_spread as in task_round_metrics)
     SELECT "run_id", "round",
            count(*) AS "tasks",
            count(*) FILTER (WHERE "distinct_rewards" > 1) AS "tasks_with_spread",
            sum("records") AS "nodes",
            sum("drafts") AS "fresh_drafts"
-    FROM (SELECT "run_id", "round", "task", count(*) AS "records",
-                 count(DISTINCT "reward") AS "distinct_rewards",
-                 count(*) FILTER (WHERE "mode" = 'draft') AS "drafts"
-          FROM "nodes"
-          GROUP BY "run_id", "round", "task") AS per_task
+    FROM per_task
     GROUP BY "run_id", "round"
 ),
 rewards AS (
+    -- over the round's tasks with records, as task_round_metrics' rows with nodes > 0
     SELECT "run_id", "round",
            avg("valid_reward_mean") AS "valid_reward_mean",
-           sum("valid") / NULLIF(sum("nodes"), 0) AS "valid_rate",
+           sum("valid") / NULLIF(sum("records"), 0) AS "valid_rate",
            max("reward_best") AS "reward_best"
-    FROM "task_round_metrics"
-    WHERE "nodes" > 0
+    FROM per_task
     GROUP BY "run_id", "round"
 ),
 summaries AS (

@@ -11,10 +11,17 @@
 -- and mean is NULL.
 CREATE OR REPLACE VIEW "task_round_metrics" AS
 WITH
+node_rows AS (
+    -- the columns read below, read from nodes once (each read of a table is a scan, and on
+    -- DuckLake each scan costs its catalog queries); a filter on run_id reaches this scan
+    SELECT "run_id", "round", "task", "status", "mode", "reward", "test_metric", "oriented",
+           "node_id", "line_no", "n_response_tokens", "sibling_group"
+    FROM "nodes"
+),
 keys AS (
     SELECT "run_id", "round", "task" FROM "task_rounds"
     UNION
-    SELECT DISTINCT "run_id", "round", "task" FROM "nodes"
+    SELECT DISTINCT "run_id", "round", "task" FROM node_rows
 ),
 caps AS (
     -- The run's response cap: its arm's, or its own override (view run_caps); else NULL.
@@ -46,7 +53,7 @@ node_stats AS (
         avg(n."n_response_tokens") AS "mean_response_tokens",
         count(*) FILTER (WHERE n."n_response_tokens" >= c."response_cap") AS "at_or_over_cap",
         count(*) FILTER (WHERE n."n_response_tokens" = c."response_cap") AS "at_cap"
-    FROM "nodes" AS n
+    FROM node_rows AS n
     LEFT JOIN caps AS c ON c."run_id" = n."run_id"
     GROUP BY n."run_id", n."round", n."task"
 ),
@@ -57,7 +64,7 @@ group_stats AS (
     FROM (
         SELECT "run_id", "round", "task", "sibling_group",
                count(DISTINCT "reward") AS "distinct_rewards"
-        FROM "nodes"
+        FROM node_rows
         WHERE "sibling_group" IS NOT NULL
         GROUP BY "run_id", "round", "task", "sibling_group"
     ) AS per_group

@@ -101,23 +101,28 @@ COUNTED_AS_KEYS = {
 
 @functools.cache
 def keys_cte(view: str) -> str:
-    """The body of the `keys AS (...)` CTE of sql/VIEW.sql (the view's key union); each file read once."""
+    """The WITH clause of sql/VIEW.sql up to and with its `keys AS (...)` CTE: the view's key
+    union, and the CTEs before it, which the union may read (a view that reads nodes once reads
+    them there); each file read once."""
     from importlib import resources
 
     text = (resources.files("sql") / f"{view}.sql").read_text()
     match = re.search(r"^keys AS \(", text, re.MULTILINE)
     if match is None:
         raise ValueError(f"sql/{view}.sql has no `keys AS (` CTE at the start of a line")
+    opening = re.search(r"^WITH$", text[: match.start()], re.MULTILINE)
+    if opening is None:
+        raise ValueError(f"sql/{view}.sql: no `WITH` line before its `keys` CTE")
     depth, start = 1, match.end()
     for end in range(start, len(text)):
         depth += {"(": 1, ")": -1}.get(text[end], 0)
         if depth == 0:
-            return text[start:end].strip()
+            return text[opening.start():end + 1]
     raise ValueError(f"sql/{view}.sql: the `keys` CTE's parenthesis is not closed")
 
 
 COUNTED_FROM_TABLES |= {
-    view: f"WITH keys AS ({keys_cte(source)}) SELECT count(*) FROM (SELECT DISTINCT {columns} FROM keys)"
+    view: f"{keys_cte(source)} SELECT count(*) FROM (SELECT DISTINCT {columns} FROM keys)"
     for view, (source, columns) in COUNTED_AS_KEYS.items()
 }
 

@@ -95,12 +95,14 @@ def test_metric_views_counted_as_their_keys_equal_their_rows(tmp_path, small_sam
 
 def test_keys_cte_is_the_views_own_union():
     """keys_cte reads the `keys` CTE out of the view's file (the grain said once, in sql/), its
-    parentheses matched, and names the file when the view has none."""
+    parentheses matched, with the CTEs before it that it reads, and names the file when the
+    view has none."""
     import pytest
 
     from warehouse.query import keys_cte
 
-    body = keys_cte("task_round_metrics")
-    assert body.startswith('SELECT "run_id", "round", "task" FROM "task_rounds"') and body.endswith('FROM "nodes"')
+    clause = keys_cte("task_round_metrics")
+    assert clause.startswith("WITH\nnode_rows AS (") and clause.endswith("FROM node_rows\n)")
+    assert '\nkeys AS (\n    SELECT "run_id", "round", "task" FROM "task_rounds"\n' in clause
     with pytest.raises(ValueError, match=r"sql/node_tokens\.sql has no `keys AS \(`"):
         keys_cte("node_tokens")
