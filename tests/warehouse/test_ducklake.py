@@ -325,6 +325,19 @@ def test_a_commit_that_loses_the_race_is_redone_on_the_new_snapshot(tmp_path):
     assert rows == [("train://a", 2), ("train://b", 1)]
 
 
+def test_the_metric_views_read_nodes_on_ducklake_as_on_the_file(file_and_lake):
+    """The plans of the views the run page reads have the file's reads of nodes on DuckLake too,
+    where a view keeps its text as written and each read costs its catalog queries
+    (tests/sql/test_view_scans.py)."""
+    from tests.sql.test_view_scans import NODE_READS, node_reads
+    from warehouse.db import connect
+
+    _, lake_url, _ = file_and_lake
+    with connect(lake_url, read_only=True) as con:
+        run_id = con.execute('SELECT min("run_id") FROM "nodes"').fetchone()[0]
+        assert {view: node_reads(con, view, run_id) for view in NODE_READS} == NODE_READS
+
+
 def test_tables_counts_on_ducklake_equal_count_star_after_a_source_is_reloaded(small_sample_root, tmp_path):
     """`warehouse tables` counts node_tokens from nodes' stored lengths on DuckLake (no payload
     is read) and tables through their Parquet footers and delete files: after a node file is
