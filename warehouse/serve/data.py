@@ -287,11 +287,14 @@ def round_axes(con, run_id: str) -> dict[int, dict]:
 
 
 def lineage_offset(con, run_id: str, seen: frozenset = frozenset()) -> int:
-    row = con.execute('SELECT "resumed_from_run", "resumed_from_step", (SELECT min("round") FROM "task_rounds" '
-                      'AS t WHERE t."run_id" = r."run_id") FROM "runs" AS r WHERE "run_id" = ?', [run_id]).fetchone()
-    if not row or row[0] is None or row[0] in seen:
+    """What `run_id`'s rounds add to count from its lineage root (0 for a run that did not
+    resume, or kept counting); the resume link is read from the run's row (RUN_ROW, which the page reads anyway: on DuckLake one
+    read a snapshot), the run's first round only for a resumed run."""
+    row = read_run_row(con, run_id)
+    parent, step = row.get("resumed_from_run"), row.get("resumed_from_step")
+    if parent is None or parent in seen:
         return 0
-    parent, step, first = row
+    first = con.execute('SELECT min("round") FROM "task_rounds" WHERE "run_id" = ?', [run_id]).fetchone()[0]
     restarts = step is not None and first is not None and first <= step
     return lineage_offset(con, parent, seen | {run_id}) + (step if restarts else 0)
 
