@@ -44,15 +44,17 @@ task_signs AS (
     GROUP BY "task"
 ),
 node_rows AS (
+    -- the columns the checks read (a CTE read by every check is materialized: nodes' other
+    -- columns, plan and term_tail texts among them, would be copied for nothing)
     SELECT
-        n.*,
+        n."source_id", n."line_no", n."run_id", n."round", n."task", n."node_id", n."parent_id",
+        n."mode", n."status", n."exc_type", n."reward", n."test_metric", n."oriented", n."source",
+        n."n_response_tokens", n."n_response_logprobs", n."code_chars",
         c."response_cap",
-        t."task_sign",
-        COALESCE(s."path", 'source ' || n."source_id") || ':' || n."line_no" AS "at"
+        t."task_sign"
     FROM "nodes" AS n
     LEFT JOIN "run_caps" AS c ON c."run_id" = n."run_id"
     LEFT JOIN task_signs AS t ON t."task" = n."task"
-    LEFT JOIN "sources" AS s ON s."source_id" = n."source_id"
 ),
 node_reasons AS (
     -- 1. rewards: [0, 1] when ok, else a sentinel; -0.2 exactly for idle kills.
@@ -158,9 +160,11 @@ node_reasons AS (
 node_violations AS (
     SELECT
         r."check_no", n."run_id", n."round", n."task", n."node_id",
-        string_agg(r."reason", '; ' ORDER BY r."reason") || ' at ' || any_value(n."at") AS "detail"
+        string_agg(r."reason", '; ' ORDER BY r."reason") || ' at '
+          || COALESCE(any_value(s."path"), 'source ' || r."source_id") || ':' || r."line_no" AS "detail"
     FROM node_reasons AS r
     JOIN node_rows AS n USING ("source_id", "line_no")
+    LEFT JOIN "sources" AS s ON s."source_id" = r."source_id"
     GROUP BY r."check_no", r."source_id", r."line_no", n."run_id", n."round", n."task", n."node_id"
 ),
 -- 3. summaries agree with a recount of their task-round's nodes.
