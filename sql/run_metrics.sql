@@ -108,8 +108,8 @@ first_round AS (
 round_means AS (
     -- one row per run round: the mean over the round's tasks (tasks with no value left out) of
     -- each task's valid_reward_mean, defined as task_round_metrics defines it (the mean reward of
-    -- its ok records); read from nodes here, as the whole task_round_metrics view would double
-    -- this view's cost on the runs page
+    -- its ok records: the mean of node_groups' ok group); read here, as the whole
+    -- task_round_metrics view would double this view's cost on the runs page
     SELECT "run_id", "round", avg("valid_reward_mean") AS "valid_reward_mean"
     FROM (SELECT "run_id", "round", "task", max("reward_mean") FILTER (WHERE "status" = 'ok') AS "valid_reward_mean"
           FROM node_groups
