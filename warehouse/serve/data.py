@@ -298,8 +298,9 @@ def round_axes(con, run_id: str) -> dict[int, dict]:
 
 def lineage_offset(con, run_id: str, seen: frozenset = frozenset()) -> int:
     """What `run_id`'s rounds add to count from its lineage root (0 for a run that did not
-    resume, or kept counting); the resume link is read from the run's row (RUN_ROW, which the page reads anyway: on DuckLake one
-    read a snapshot), the run's first round only for a resumed run."""
+    resume, or kept counting). The resume link comes from the run's row (RUN_ROW, which the
+    page reads anyway: on DuckLake one read a snapshot); the first round is read only for a
+    resumed run."""
     row = read_run_row(con, run_id)
     parent, step = row.get("resumed_from_run"), row.get("resumed_from_step")
     if parent is None or parent in seen:
