@@ -7,39 +7,44 @@
 -- after the child's round, then the smallest (task, source line). A parent_id that names no
 -- record of the lineage gives parent_found = FALSE and a NULL parent_status.
 --
--- Written so that a filter on run_id (one run's page) or on (source_id, line_no) (a page's
--- nodes) reaches the children: `children`, read three times, is materialized (DuckDB's default
--- for a CTE read more than once; a view stored in a DuckDB file keeps no MATERIALIZED hint, so
--- none is written), read from nodes once, and the filter applied to it; the nearest parent is
--- a grouped arg_min over the child's key, run_id included, rather than a window (a row_number
--- over every child, which DuckDB neither pushes a filter through nor runs cheaply), and the
--- sort key (depth, later, distance, task, source_id, line_no) is unique per candidate, so the
--- pick is the same.
+-- Most children name an id that one record of their own run carries: that record is the
+-- parent (the nearest there can be), read from `ids`, one grouping of nodes by (run, node id).
+-- Only the others (an id carried by several records of the run, or by none: a resumed run's
+-- child whose parent lives in an earlier run) go through the lineage and the ordered pick, a
+-- grouped arg_min over the child's key (the sort key (depth, later, distance, task, source_id,
+-- line_no) is unique per candidate, so the pick is the same as any ordering's). Each CTE is
+-- read once, so none is materialized, and a filter on run_id (one run's page) or on (source_id,
+-- line_no) (a page's nodes) reaches the reads of nodes: the children's, the ids' (through the
+-- join on run_id) and the candidates'. Records are joined by (run, node id), never by node id
+-- alone (a warehouse of 30 copies of one root under other run ids matched each child to 30
+-- records first).
 CREATE OR REPLACE VIEW "node_parents" AS
 WITH
-children AS (
-    SELECT "source_id", "line_no", "run_id", "round", "task", "node_id", "mode", "status",
-           "parent_id"
+ids AS (
+    -- every (run, node id): how many records carry it, and the record's round and status
+    SELECT "run_id", "node_id", count(*) AS "copies",
+           any_value("round") AS "round", any_value("status") AS "status"
     FROM "nodes"
-    WHERE "parent_id" IS NOT NULL
+    GROUP BY "run_id", "node_id"
+),
+linked AS (
+    SELECT c."source_id", c."line_no", c."run_id", c."round", c."task", c."node_id", c."mode",
+           c."status", c."parent_id",
+           i."copies", i."round" AS "own_round", i."status" AS "own_status"
+    FROM "nodes" AS c
+    LEFT JOIN ids AS i ON i."run_id" = c."run_id" AND i."node_id" = c."parent_id"
+    WHERE c."parent_id" IS NOT NULL
 ),
 candidates AS (
-    -- the records of the child's own run with the parent's id (depth 0), then those of the
-    -- earlier runs of its lineage, read only for children of a resumed run: joined by (run,
-    -- node id) from the start, never by node id alone (a warehouse of 30 copies of one root
-    -- under other run ids matched each child to 30 records first: 1.3 s of every runs page)
-    SELECT c."run_id", c."source_id", c."line_no", c."round", 0 AS "depth", p."run_id" AS "p_run_id",
+    -- the records that may be the parent of a child whose id is not carried by exactly one
+    -- record of its own run: the lineage's (depth 0 = its own run)
+    SELECT c."run_id", c."source_id", c."line_no", c."round", l."depth", p."run_id" AS "p_run_id",
            p."round" AS "p_round", p."status" AS "p_status", p."task" AS "p_task",
            p."source_id" AS "p_source_id", p."line_no" AS "p_line_no"
-    FROM children AS c
-    JOIN "nodes" AS p ON p."run_id" = c."run_id" AND p."node_id" = c."parent_id"
-    UNION ALL
-    SELECT c."run_id", c."source_id", c."line_no", c."round", l."depth", p."run_id", p."round", p."status",
-           p."task", p."source_id", p."line_no"
-    FROM (SELECT c.* FROM children AS c
-          SEMI JOIN "runs" AS r ON r."run_id" = c."run_id" AND r."resumed_from_run" IS NOT NULL) AS c
-    JOIN "run_lineage" AS l ON l."run_id" = c."run_id" AND l."depth" > 0
+    FROM linked AS c
+    JOIN "run_lineage" AS l ON l."run_id" = c."run_id"
     JOIN "nodes" AS p ON p."run_id" = l."ancestor_run_id" AND p."node_id" = c."parent_id"
+    WHERE c."copies" IS DISTINCT FROM 1
 ),
 nearest AS (
     SELECT "run_id", "source_id", "line_no",
@@ -54,10 +59,10 @@ nearest AS (
 SELECT
     c."source_id", c."line_no", c."run_id", c."round", c."task", c."node_id", c."mode",
     c."status", c."parent_id",
-    p."parent" IS NOT NULL AS "parent_found",
-    p."parent"."run_id" AS "parent_run_id",
-    p."parent"."round" AS "parent_round",
-    p."parent"."status" AS "parent_status"
-FROM children AS c
+    c."copies" IS NOT DISTINCT FROM 1 OR p."parent" IS NOT NULL AS "parent_found",
+    CASE WHEN c."copies" = 1 THEN c."run_id" ELSE p."parent"."run_id" END AS "parent_run_id",
+    CASE WHEN c."copies" = 1 THEN c."own_round" ELSE p."parent"."round" END AS "parent_round",
+    CASE WHEN c."copies" = 1 THEN c."own_status" ELSE p."parent"."status" END AS "parent_status"
+FROM linked AS c
 LEFT JOIN nearest AS p
        ON p."run_id" = c."run_id" AND p."source_id" = c."source_id" AND p."line_no" = c."line_no";
