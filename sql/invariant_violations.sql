@@ -20,17 +20,11 @@
 -- run's arm, overridden by runs.overrides.response_cap; no cap means only the length
 -- equality of invariant 4 is checked.
 CREATE OR REPLACE VIEW "invariant_violations" AS
-WITH RECURSIVE
--- (run_id, ancestor): the run itself and every run it was resumed from, transitively.
-lineage ("run_id", "ancestor") AS (
-    SELECT "run_id", "run_id" FROM "runs"
-    UNION
-    SELECT DISTINCT "run_id", "run_id" FROM "nodes"
-    UNION
-    SELECT l."run_id", r."resumed_from_run"
-    FROM lineage AS l
-    JOIN "runs" AS r ON r."run_id" = l."ancestor"
-    WHERE r."resumed_from_run" IS NOT NULL
+WITH
+-- (run_id, ancestor): the run itself and every run it was resumed from, transitively
+-- (run_lineage).
+lineage AS (
+    SELECT "run_id", "ancestor_run_id" AS "ancestor" FROM "run_lineage"
 ),
 -- A task's metric direction, as most of its graded nodes across the warehouse show it:
 -- 1 when oriented = test_metric, -1 when oriented = -test_metric, NULL on a tie.
@@ -45,7 +39,9 @@ task_signs AS (
 ),
 node_rows AS (
     -- the columns the checks read (a CTE read by every check is materialized: nodes' other
-    -- columns, plan and term_tail texts among them, would be copied for nothing)
+    -- columns, plan and term_tail texts among them, would be copied for nothing); every check
+    -- on nodes reads them here, the summaries' best nodes included, so nodes is read once for
+    -- them all (on DuckLake each read of a table costs its catalog queries)
     SELECT
         n."source_id", n."line_no", n."run_id", n."round", n."task", n."node_id", n."parent_id",
         n."mode", n."status", n."exc_type", n."reward", n."test_metric", n."oriented", n."source",
@@ -57,115 +53,126 @@ node_rows AS (
     LEFT JOIN task_signs AS t ON t."task" = n."task"
 ),
 node_reasons AS (
+    -- every check names the node's keys as it reads them (no join back to node_rows)
     -- 1. rewards: [0, 1] when ok, else a sentinel; -0.2 exactly for idle kills.
-    SELECT 1 AS "check_no", "source_id", "line_no", 'reward is NULL' AS "reason"
+    SELECT 1 AS "check_no", "source_id", "line_no", "run_id", "round", "task", "node_id",
+           'reward is NULL' AS "reason"
     FROM node_rows WHERE "reward" IS NULL
     UNION ALL
-    SELECT 1, "source_id", "line_no", 'status ok but reward ' || "reward" || ' is outside [0, 1]'
+    SELECT 1, "source_id", "line_no", "run_id", "round", "task", "node_id",
+           'status ok but reward ' || "reward" || ' is outside [0, 1]'
     FROM node_rows WHERE "status" = 'ok' AND NOT ("reward" BETWEEN 0 AND 1)
     UNION ALL
-    SELECT 1, "source_id", "line_no",
+    SELECT 1, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'status ' || COALESCE("status", 'NULL') || ' but reward ' || "reward"
            || ' is not a sentinel (-0.5, -0.2, -1.0)'
     FROM node_rows
     WHERE "status" IS DISTINCT FROM 'ok' AND "reward" NOT IN (-0.5, -0.2, -1.0)
     UNION ALL
-    SELECT 1, "source_id", "line_no",
+    SELECT 1, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'exc_type ' || "exc_type" || ' (idle kill) but reward ' || "reward" || ', not -0.2'
     FROM node_rows
     WHERE "status" IS DISTINCT FROM 'ok'
       AND "exc_type" IN ('CpuIdleError', 'GpuIdleError') AND "reward" <> -0.2
     UNION ALL
-    SELECT 1, "source_id", "line_no",
+    SELECT 1, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'reward -0.2 but exc_type ' || COALESCE("exc_type", 'NULL') || ' is not an idle kill'
     FROM node_rows
     WHERE "status" IS DISTINCT FROM 'ok' AND "reward" = -0.2
       AND ("exc_type" IS NULL OR "exc_type" NOT IN ('CpuIdleError', 'GpuIdleError'))
     -- 2. known status and mode; draft exactly when parent_id is NULL.
     UNION ALL
-    SELECT 2, "source_id", "line_no", 'unknown status ' || COALESCE("status", 'NULL')
+    SELECT 2, "source_id", "line_no", "run_id", "round", "task", "node_id",
+           'unknown status ' || COALESCE("status", 'NULL')
     FROM node_rows
     WHERE "status" IS NULL OR "status" NOT IN
         ('ok', 'crashed', 'timeout', 'no_code', 'no_submission', 'invalid_submission')
     UNION ALL
-    SELECT 2, "source_id", "line_no", 'unknown mode ' || COALESCE("mode", 'NULL')
+    SELECT 2, "source_id", "line_no", "run_id", "round", "task", "node_id",
+           'unknown mode ' || COALESCE("mode", 'NULL')
     FROM node_rows
     WHERE "mode" IS NULL OR "mode" NOT IN ('draft', 'improve', 'debug')
     UNION ALL
-    SELECT 2, "source_id", "line_no",
+    SELECT 2, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'mode ' || COALESCE("mode", 'NULL') || ' with parent_id ' || COALESCE("parent_id", 'NULL')
            || ' (draft exactly when parent_id is NULL)'
     FROM node_rows
     WHERE COALESCE("mode" = 'draft', FALSE) <> ("parent_id" IS NULL)
     -- 4. token ids and logprobs of equal length, within the arm's response cap.
     UNION ALL
-    SELECT 4, "source_id", "line_no",
+    SELECT 4, "source_id", "line_no", "run_id", "round", "task", "node_id",
            COALESCE(CAST("n_response_tokens" AS VARCHAR), 'NULL') || ' response token ids but '
            || COALESCE(CAST("n_response_logprobs" AS VARCHAR), 'NULL') || ' logprobs'
     FROM node_rows
     WHERE "n_response_tokens" IS DISTINCT FROM "n_response_logprobs"
     UNION ALL
-    SELECT 4, "source_id", "line_no",
+    SELECT 4, "source_id", "line_no", "run_id", "round", "task", "node_id",
            "n_response_tokens" || ' response tokens exceed the arm''s cap ' || "response_cap"
     FROM node_rows
     WHERE "n_response_tokens" > "response_cap"
     -- 5. no_code means empty code.
     UNION ALL
-    SELECT 5, "source_id", "line_no", 'status no_code but code has ' || "code_chars" || ' chars'
+    SELECT 5, "source_id", "line_no", "run_id", "round", "task", "node_id",
+           'status no_code but code has ' || "code_chars" || ' chars'
     FROM node_rows
     WHERE "status" = 'no_code' AND COALESCE("code_chars", 0) <> 0
     -- 6. graded exactly when test_metric is set; oriented = +/- test_metric.
     UNION ALL
-    SELECT 6, "source_id", "line_no",
+    SELECT 6, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'source ' || COALESCE("source", 'NULL') || ' with test_metric '
            || COALESCE(CAST("test_metric" AS VARCHAR), 'NULL')
            || ' (source grade exactly when test_metric is set)'
     FROM node_rows
     WHERE COALESCE("source" = 'grade', FALSE) <> ("test_metric" IS NOT NULL)
     UNION ALL
-    SELECT 6, "source_id", "line_no",
+    SELECT 6, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'oriented ' || COALESCE(CAST("oriented" AS VARCHAR), 'NULL') || ' is not +/- test_metric '
            || COALESCE(CAST("test_metric" AS VARCHAR), 'NULL')
     FROM node_rows
     WHERE abs("oriented") IS DISTINCT FROM abs("test_metric")
     UNION ALL
-    SELECT 6, "source_id", "line_no",
+    SELECT 6, "source_id", "line_no", "run_id", "round", "task", "node_id",
            'oriented ' || "oriented" || ' flips the sign the other graded nodes of task '
            || "task" || ' give test_metric ' || "test_metric"
     FROM node_rows
     WHERE abs("oriented") = abs("test_metric") AND "test_metric" <> 0
       AND "oriented" <> "task_sign" * "test_metric"
-    -- 8. the parent is a node of the same run lineage (the run or a run it resumed from).
+    -- 8. the parent is a node of the same run lineage (the run or a run it resumed from):
+    -- looked up by (run, node id) in the child's own run first, in the runs it resumed from only
+    -- for the children not found there (never by node id alone: 30 copies of one root under
+    -- other run ids would match each child to 30 records)
     UNION ALL
-    SELECT 8, n."source_id", n."line_no",
+    SELECT 8, n."source_id", n."line_no", n."run_id", n."round", n."task", n."node_id",
            'parent_id ' || n."parent_id" || ' names no node of run ' || n."run_id" || ' or its ancestors'
     FROM node_rows AS n
+    ANTI JOIN node_rows AS p ON p."run_id" = n."run_id" AND p."node_id" = n."parent_id"
     WHERE n."parent_id" IS NOT NULL
       AND NOT EXISTS (
           SELECT 1
           FROM lineage AS l
-          JOIN "nodes" AS p ON p."run_id" = l."ancestor" AND p."node_id" = n."parent_id"
+          JOIN node_rows AS p ON p."run_id" = l."ancestor" AND p."node_id" = n."parent_id"
           WHERE l."run_id" = n."run_id"
       )
     -- 9. node ids unique within a run: every copy of a repeated id is offending.
     UNION ALL
-    SELECT 9, "source_id", "line_no", 'node id ' || "node_id" || ' appears ' || "copies" || ' times in run ' || "run_id"
-    FROM (
-        SELECT "source_id", "line_no", "run_id", "node_id",
-               count(*) OVER (PARTITION BY "run_id", "node_id") AS "copies"
-        FROM "nodes"
-    ) AS d
-    WHERE "copies" > 1
+    SELECT 9, n."source_id", n."line_no", n."run_id", n."round", n."task", n."node_id",
+           'node id ' || n."node_id" || ' appears ' || d."copies" || ' times in run ' || n."run_id"
+    FROM node_rows AS n
+    JOIN (
+        SELECT "run_id", "node_id", count(*) AS "copies"
+        FROM node_rows
+        GROUP BY "run_id", "node_id"
+        HAVING count(*) > 1
+    ) AS d ON d."run_id" = n."run_id" AND d."node_id" = n."node_id"
 ),
 node_violations AS (
     SELECT
-        r."check_no", n."run_id", n."round", n."task", n."node_id",
+        r."check_no", r."run_id", r."round", r."task", r."node_id",
         string_agg(r."reason", '; ' ORDER BY r."reason") || ' at '
           || COALESCE(any_value(s."path"), 'source ' || r."source_id") || ':' || r."line_no" AS "detail"
     FROM node_reasons AS r
-    JOIN node_rows AS n USING ("source_id", "line_no")
     LEFT JOIN "sources" AS s ON s."source_id" = r."source_id"
-    GROUP BY r."check_no", r."source_id", r."line_no", n."run_id", n."round", n."task", n."node_id"
+    GROUP BY r."check_no", r."source_id", r."line_no", r."run_id", r."round", r."task", r."node_id"
 ),
 -- 3. summaries agree with a recount of their task-round's nodes.
 recount AS (
@@ -174,30 +181,33 @@ recount AS (
     FROM "nodes"
     GROUP BY "run_id", "round", "task"
 ),
+-- the best node: same task in the run's lineage; any copy with a matching metric counts
+best_nodes AS (
+    SELECT t."run_id", t."round", t."task",
+           count(*) AS "best_found",
+           count(*) FILTER (WHERE b."test_metric" IS NULL AND t."best_test_metric" IS NULL
+                            OR abs(b."test_metric" - t."best_test_metric")
+                               <= 1e-9 * greatest(1.0, abs(t."best_test_metric"))) AS "best_matches",
+           min(b."test_metric") AS "best_node_metric"
+    FROM "task_rounds" AS t
+    JOIN lineage AS l ON l."run_id" = t."run_id"
+    JOIN node_rows AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
+                       AND b."task" = t."task"
+    WHERE t."summary_present"
+    GROUP BY t."run_id", t."round", t."task"
+),
 summaries AS (
     SELECT
         t.*,
         COALESCE(c."nodes", 0) AS "recount_nodes",
         COALESCE(c."valid", 0) AS "recount_valid",
         COALESCE(s."path", 'source ' || t."summary_source_id") || ':0' AS "at",
-        -- the best node: same task in the run's lineage; any copy with a matching metric counts
-        (SELECT count(*) FROM lineage AS l
-         JOIN "nodes" AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
-                          AND b."task" = t."task"
-         WHERE l."run_id" = t."run_id") AS "best_found",
-        (SELECT count(*) FROM lineage AS l
-         JOIN "nodes" AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
-                          AND b."task" = t."task"
-         WHERE l."run_id" = t."run_id"
-           AND (b."test_metric" IS NULL AND t."best_test_metric" IS NULL
-                OR abs(b."test_metric" - t."best_test_metric")
-                   <= 1e-9 * greatest(1.0, abs(t."best_test_metric")))) AS "best_matches",
-        (SELECT min(b."test_metric") FROM lineage AS l
-         JOIN "nodes" AS b ON b."run_id" = l."ancestor" AND b."node_id" = t."best_node_id"
-                          AND b."task" = t."task"
-         WHERE l."run_id" = t."run_id") AS "best_node_metric"
+        COALESCE(b."best_found", 0) AS "best_found",
+        COALESCE(b."best_matches", 0) AS "best_matches",
+        b."best_node_metric"
     FROM "task_rounds" AS t
     LEFT JOIN recount AS c USING ("run_id", "round", "task")
+    LEFT JOIN best_nodes AS b USING ("run_id", "round", "task")
     LEFT JOIN "sources" AS s ON s."source_id" = t."summary_source_id"
     WHERE t."summary_present"
 ),
