@@ -12,12 +12,13 @@
 -- Only the others (an id carried by several records of the run, or by none: a resumed run's
 -- child whose parent lives in an earlier run) go through the lineage and the ordered pick, a
 -- grouped arg_min over the child's key (the sort key (depth, later, distance, task, source_id,
--- line_no) is unique per candidate, so the pick is the same as any ordering's). Each CTE is
--- read once, so none is materialized, and a filter on run_id (one run's page) or on (source_id,
--- line_no) (a page's nodes) reaches the reads of nodes: the children's, the ids' (through the
--- join on run_id) and the candidates'. Records are joined by (run, node id), never by node id
--- alone (a warehouse of 30 copies of one root under other run ids matched each child to 30
--- records first).
+-- line_no) is unique per candidate, so the pick is the same as any ordering's). A filter on
+-- run_id (one run's page) reaches the reads of nodes: `linked`, read twice, is materialized
+-- (DuckDB's default for a CTE read more than once; a view stored in a DuckDB file keeps no
+-- MATERIALIZED hint, so none is written) with the filter applied above its read, and the ids'
+-- read takes it through the join on run_id. Records are joined by (run, node id), never by
+-- node id alone (a warehouse of 30 copies of one root under other run ids matched each child to
+-- 30 records first).
 CREATE OR REPLACE VIEW "node_parents" AS
 WITH
 ids AS (

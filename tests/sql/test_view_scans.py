@@ -14,9 +14,9 @@ import json
 import pytest
 
 # (reads of nodes, of them filtered on run_id) in each view's plan for one run. run_metrics:
-# its one grouped read; node_parents' children (filtered above the read, as a CTE read three
-# times), the run's parents, and the parents in the runs it resumed from (not known before the
-# read); run_lineage's records of runs without a runs row, twice (roots, node_parents).
+# its one grouped read; node_parents' children (filtered above the read, as a CTE read twice),
+# the run's ids, and the parents in its lineage (not known before the read); run_lineage's
+# records of runs without a runs row, twice (roots, node_parents).
 # round_metrics: its one grouped read, and mismatch_sums' join of node_train_tokens to nodes.
 NODE_READS = {"run_metrics": (6, 4), "task_round_metrics": (1, 1), "round_metrics": (2, 2)}
 
